@@ -1,0 +1,52 @@
+"""``gpu-admission`` command line: a thin edge that parses arguments and calls the real work.
+
+Each sub-command lives in its own module with ``register(subparsers)``; the module's handler returns
+the process exit code. Heavy imports (gunicorn, kubernetes, cryptography) happen inside handlers so
+that ``gpu-admission check`` starts fast in CI.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from webhook import __version__
+
+# module name under webhook.cli -> registers one top-level sub-command
+COMMANDS = ("check", "serve", "policy", "certs")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="gpu-admission",
+        description="Kubernetes admission webhook for GPU workloads: intent in, cluster spec out.",
+    )
+    parser.add_argument("--version", action="version", version=f"gpu-admission {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"webhook.cli.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name == f"webhook.cli.{name}":
+                continue  # sub-command not built into this distribution
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `gpu-admission check ... | head`
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,6 @@
+"""The pure admission engine. ``evaluate`` is the only entry point every surface uses."""
+
+from webhook.engine.core import evaluate
+from webhook.engine.decision import Action, Decision, Violation, WasteReport
+
+__all__ = ["Action", "Decision", "Violation", "WasteReport", "evaluate"]

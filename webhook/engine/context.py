@@ -1,0 +1,116 @@
+"""State shared by the mutation steps and the rules for one evaluation (never across requests)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.engine.intent import Intent
+from webhook.engine.resolve import Failure, Resolution
+from webhook.engine.resources import PodResources
+from webhook.engine.workload import Kind, Template
+from webhook.policy.compiled import Policy
+from webhook.policy.model import Entitlement, GangBackend, WorkloadClass
+
+
+@dataclass(slots=True)
+class Finding:
+    """A rule's raw result before the policy decides its action."""
+
+    rule: str
+    path: str
+    message: str
+    class_name: str | None = None
+
+
+@dataclass(slots=True)
+class TemplateState:
+    tpl: Template
+    intent: Intent | None
+    resolution: Resolution | None = None
+    failure: Failure | None = None
+    resources: PodResources | None = None  # of the template as received
+    targeted_pools: tuple[str, ...] = ()  # pools the user's own nodeSelector selects
+    after_tpl: Template | None = None  # the template in the mutated object (what rules judge)
+    after: PodResources | None = None
+
+    @property
+    def view(self) -> Template:
+        return self.after_tpl if self.after_tpl is not None else self.tpl
+
+    @property
+    def judged(self) -> PodResources:
+        assert self.after is not None or self.resources is not None
+        return self.after if self.after is not None else self.resources  # type: ignore[return-value]
+
+    @property
+    def class_name(self) -> str | None:
+        return self.intent.class_name if self.intent is not None else None
+
+    @property
+    def cls(self) -> WorkloadClass | None:
+        return self.resolution.cls if self.resolution is not None else None
+
+    def target(self) -> tuple[str, int] | None:
+        """(group, index) of the container that gets the GPUs: the named one, else the first."""
+        spec = self.tpl.spec
+        name = self.intent.container if self.intent is not None else None
+        for group in ("containers", "initContainers"):
+            items = spec.get(group)
+            if not isinstance(items, list):
+                continue
+            for index, container in enumerate(items):
+                if not isinstance(container, dict):
+                    continue
+                if name is None and group == "containers":
+                    return group, index
+                if name is not None and container.get("name") == name:
+                    return group, index
+        return None
+
+
+@dataclass(slots=True)
+class Gang:
+    """The workload's gang as the engine derived it (SPEC §3 'gang' row)."""
+
+    backend: GangBackend
+    name: str | None
+    size: int
+    selector: dict[str, str] | None  # labels that select the gang's own pods (for topology)
+
+
+@dataclass(slots=True)
+class Context:
+    policy: Policy
+    obj: dict[str, Any]
+    kind: Kind
+    operation: str
+    namespace: str
+    namespace_labels: dict[str, str]
+    entitlement: Entitlement | None
+    old_object: dict[str, Any] | None
+    states: list[TemplateState]
+    findings: list[Finding] = field(default_factory=list)
+    trace: list[str] | None = None
+    gang: Gang | None = None
+    mutated: dict[str, Any] | None = None
+
+    def explain(self, line: str) -> None:
+        if self.trace is not None:
+            self.trace.append(line)
+
+    @property
+    def name(self) -> str:
+        meta = self.obj.get("metadata")
+        if isinstance(meta, dict):
+            name = meta.get("name") or meta.get("generateName") or ""
+            return str(name)
+        return ""
+
+    @property
+    def primary(self) -> TemplateState | None:
+        """The template whose class speaks for the workload (gang, topology): the first resolved one."""
+        for state in self.states:
+            if state.resolution is not None:
+                return state
+        return None

@@ -1,0 +1,258 @@
+"""The engine: (policy, object, namespace, operation, old object) -> Decision. Pure: no I/O, no globals.
+
+Admission (``/mutate``, ``/validate``), ``gpu-admission check``, ``policy test`` and the benchmarks all
+call ``evaluate``; nothing else decides.
+
+Order of work:
+1. find the pod templates of the object and read each one's intent (or adopt a raw request);
+2. resolve class -> pool -> backend names, recording why pools were skipped;
+3. build the mutation as explicit JSON Patch operations (CREATE of Pods/Jobs/Volcano Jobs; for
+   controllers and UPDATEs the same mutation is built in memory only);
+4. run every rule on the object *as it will be* and let the policy decide each finding's action.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from webhook.engine import mutations
+from webhook.engine.context import Context, Finding, TemplateState
+from webhook.engine.decision import Action, Decision, Violation, WasteReport
+from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
+from webhook.engine.mutations import gang as gang_step
+from webhook.engine.patch import PatchBuilder
+from webhook.engine.resolve import Failure, resolve
+from webhook.engine.resources import MIG, SHARED, WHOLE, inspect_pod
+from webhook.engine.rules import RULES, effective_action
+from webhook.engine.workload import MUTABLE_KINDS, Kind, Template, classify, templates
+from webhook.policy.compiled import Policy
+from webhook.policy.model import Isolation
+
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+def evaluate(
+    policy: Policy,
+    obj: dict[str, Any],
+    *,
+    operation: str = "CREATE",
+    namespace: str | None = None,
+    namespace_labels: dict[str, str] | None = None,
+    old_object: dict[str, Any] | None = None,
+    explain: bool = False,
+) -> Decision:
+    """Decide one object. ``namespace`` defaults to the object's own, then ``default``.
+
+    ``namespace_labels`` are the namespace's labels; when unknown (offline), the apiserver's automatic
+    ``kubernetes.io/metadata.name`` label is assumed so name-based selectors still work.
+    """
+    kind = classify(obj)
+    meta = obj.get("metadata") if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) else {}
+    name = str(meta.get("name") or meta.get("generateName") or "")
+    display_kind = obj.get("kind", "?") if isinstance(obj, dict) else "?"
+    if kind is None:
+        return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
+    ns = namespace or meta.get("namespace") or "default"
+    labels = dict(namespace_labels) if namespace_labels is not None else {}
+    labels.setdefault(NAMESPACE_NAME_LABEL, ns)
+    trace: list[str] | None = [] if explain else None
+
+    states = _read_templates(policy, obj, kind)
+    if not any(s.intent is not None or (s.resources is not None and s.resources.has_gpu) for s in states):
+        return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
+
+    ctx = Context(
+        policy=policy,
+        obj=obj,
+        kind=kind,
+        operation=operation,
+        namespace=str(ns),
+        namespace_labels=labels,
+        entitlement=policy.entitlement(labels),
+        old_object=old_object,
+        states=states,
+        trace=trace,
+    )
+    if trace is not None:
+        ent = ctx.entitlement
+        trace.append(
+            f"namespace {ns}: "
+            + (
+                f"entitlement {ent.name or '(unnamed)'} -> classes {', '.join(ent.classes)}"
+                if ent
+                else "no entitlement"
+            )
+        )
+    _resolve_all(ctx)
+    ctx.gang = gang_step.derive(ctx)
+    if trace is not None and ctx.gang is not None:
+        g = ctx.gang
+        trace.append(
+            f"gang: backend {g.backend.value}, {g.size} pod(s)" + (f", name {g.name}" if g.name else "")
+        )
+
+    patch = PatchBuilder(obj)
+    mutations.mutate(ctx, patch)
+    ctx.mutated = patch.doc
+    for state in states:
+        state.after_tpl = _template_at(patch.doc, kind, state.tpl)
+        state.after = inspect_pod(
+            state.after_tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources
+        )
+
+    violations = _run_rules(ctx)
+    emits_patch = operation == "CREATE" and kind in MUTABLE_KINDS
+    if trace is not None:
+        trace.append(
+            f"patch: {len(patch.ops)} operation(s)"
+            + ("" if emits_patch else f" (not returned: {operation} of {display_kind} is validated only)")
+        )
+    return Decision(
+        kind=str(display_kind),
+        name=name,
+        operation=operation,
+        patch=tuple(patch.ops) if emits_patch else (),
+        violations=violations,
+        explanation=tuple(trace or ()),
+        mutated=patch.doc if emits_patch else obj,
+        relevant=True,
+        waste=_waste(ctx),
+    )
+
+
+def _read_templates(policy: Policy, obj: dict[str, Any], kind: Kind) -> list[TemplateState]:
+    out: list[TemplateState] = []
+    for tpl in templates(obj, kind):
+        resources = inspect_pod(tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
+        found = read_class(policy, obj, tpl)
+        intent: Intent | None = None
+        targeted = _targeted_pools(policy, tpl)
+        if found is not None and found[0] != OPT_OUT:
+            intent = read_intent(policy, obj, tpl, found[0], found[1])
+        elif found is None and resources.has_gpu:
+            intent = _adopt(policy, obj, tpl, resources, targeted)
+        out.append(TemplateState(tpl=tpl, intent=intent, resources=resources, targeted_pools=targeted))
+    return out
+
+
+def _targeted_pools(policy: Policy, tpl: Template) -> tuple[str, ...]:
+    selector = tpl.spec.get("nodeSelector")
+    if not isinstance(selector, dict) or not selector:
+        return ()
+    return tuple(
+        name
+        for name, pool in policy.pools.items()
+        if pool.spec.node_selector and all(selector.get(k) == v for k, v in pool.spec.node_selector.items())
+    )
+
+
+def _adopt(
+    policy: Policy, obj: dict[str, Any], tpl: Template, resources: Any, targeted: tuple[str, ...]
+) -> Intent | None:
+    """A raw GPU request whose nodeSelector selects a pool with ``adoptAs`` joins that class as written."""
+    for name in targeted:
+        pool = policy.pools[name]
+        if pool.spec.adopt_as is None:
+            continue
+        families = resources.gpu_families
+        isolation = (
+            Isolation.MIG
+            if MIG in families
+            else Isolation.SHARED
+            if families & {SHARED, "hami"}
+            else (Isolation.EXCLUSIVE)
+        )
+        intent = Intent(
+            class_name=pool.spec.adopt_as,
+            class_path=tpl.dotted("spec", "nodeSelector"),
+            adopted_from=name,
+            gpus=max(1, resources.effective_devices()) if WHOLE in families else 1,
+            isolation=isolation,
+            pool=name,
+        )
+        return intent
+    return None
+
+
+def _resolve_all(ctx: Context) -> None:
+    policy = ctx.policy
+    for state in ctx.states:
+        intent = state.intent
+        if intent is None:
+            continue
+        for path, message in intent.errors:
+            ctx.findings.append(Finding("intent-invalid", path, message, intent.class_name))
+        if intent.adopted_from is not None:
+            ctx.explain(
+                f"{_where(state)}: raw request adopted as class {intent.class_name} "
+                f"(nodeSelector selects pool {intent.adopted_from}, adoptAs: {intent.class_name})"
+            )
+        else:
+            ctx.explain(f"{_where(state)}: class {intent.class_name} ({intent.class_path})")
+        selector = state.tpl.spec.get("nodeSelector")
+        result = resolve(
+            policy,
+            intent,
+            ctx.entitlement,
+            ctx.namespace,
+            selector if isinstance(selector, dict) else {},
+            ctx.trace,
+        )
+        if isinstance(result, Failure):
+            state.failure = result
+            ctx.findings.append(Finding(result.rule, result.path, result.message, intent.class_name))
+            ctx.explain(f"{_where(state)}: not resolved: [{result.rule}] {result.message}")
+        else:
+            state.resolution = result
+
+
+def _where(state: TemplateState) -> str:
+    return f"task {state.tpl.task}" if state.tpl.task is not None else (state.tpl.dotted() or "pod")
+
+
+def _template_at(doc: dict[str, Any], kind: Kind, tpl: Template) -> Template:
+    node: Any = doc
+    for part in tpl.path:
+        node = node[part] if isinstance(node, dict | list) else {}
+    node = node if isinstance(node, dict) else {}
+    meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+    spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
+    del kind
+    return Template(tpl.path, meta, spec, tpl.replicas, tpl.task)
+
+
+def _run_rules(ctx: Context) -> tuple[Violation, ...]:
+    policy = ctx.policy
+    out: list[Violation] = []
+    seen: set[tuple[str, str, str]] = set()
+    for rule in RULES.values():
+        for finding in rule.check(ctx):
+            key = (finding.rule, finding.path, finding.message)
+            if key in seen:
+                continue
+            seen.add(key)
+            action = effective_action(policy, finding.rule, ctx.namespace_labels, finding.class_name)
+            if ctx.trace is not None:
+                ctx.trace.append(f"rule {finding.rule}: {action.value}: {finding.message}")
+            if action is Action.OFF:
+                continue
+            out.append(Violation(finding.rule, action, finding.path, finding.message))
+    if ctx.trace is not None and not out:
+        ctx.trace.append(f"rules: all {len(RULES)} passed")
+    return tuple(out)
+
+
+def _waste(ctx: Context) -> WasteReport | None:
+    primary = ctx.primary
+    if primary is None or primary.resolution is None:
+        return None
+    res = primary.resolution
+    devices = primary.judged.effective_devices() or 1
+    pods = ctx.gang.size if ctx.gang is not None else 1
+    return WasteReport(
+        device=res.device_name,
+        requested_bytes=int(res.memory) if res.memory is not None else None,
+        device_bytes=res.device_bytes,
+        devices=devices,
+        pods=max(1, pods),
+    )

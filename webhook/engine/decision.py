@@ -1,0 +1,118 @@
+"""The engine's output: what every surface (admission, ``check``, ``policy test``, benchmarks) consumes.
+
+Kept free of any transport so that the same value can become an AdmissionReview response, a CI
+report line or a test assertion without translation loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from webhook.actions import Action
+
+ACTION_ORDER = {Action.DENY: 0, Action.WARN: 1, Action.AUDIT: 2, Action.OFF: 3}
+
+WARNING_LIMIT = 120
+"""The apiserver advises warnings of at most 120 characters; longer ones may be truncated."""
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """One broken rule: the id users grep for, the effective action, where, and how to fix it."""
+
+    rule: str
+    action: Action
+    path: str
+    message: str
+
+    def render(self) -> str:
+        """``[rule-id] message (field path)`` — the exact shape of the denial message in SPEC §4."""
+        where = f" ({self.path})" if self.path else ""
+        return f"[{self.rule}] {self.message}{where}"
+
+    def warning(self) -> str:
+        """An admission warning, cut to the apiserver's advised length without losing the rule id."""
+        text = self.render()
+        if len(text) <= WARNING_LIMIT:
+            return text
+        return text[: WARNING_LIMIT - 1] + "…"
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """The verdict for one object.
+
+    ``patch`` holds JSON Patch operations (RFC 6902) against the object as received; it is empty
+    when nothing needs to change (always on UPDATE and for kinds that are only validated).
+    ``mutated`` is the object after the patch, so validators and ``check -o yaml`` need not apply it
+    again.
+    """
+
+    kind: str
+    name: str
+    operation: str
+    patch: tuple[dict[str, Any], ...] = ()
+    violations: tuple[Violation, ...] = ()
+    explanation: tuple[str, ...] = ()
+    mutated: dict[str, Any] | None = None
+    relevant: bool = True
+    """False when the object carries neither intent nor GPU resources: it was left untouched."""
+    waste: WasteReport | None = None
+
+    @property
+    def denials(self) -> tuple[Violation, ...]:
+        return tuple(v for v in self.violations if v.action is Action.DENY)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        return tuple(v.warning() for v in self.violations if v.action is Action.WARN)
+
+    @property
+    def audits(self) -> tuple[Violation, ...]:
+        return tuple(v for v in self.violations if v.action is Action.AUDIT)
+
+    @property
+    def allowed(self) -> bool:
+        return not any(v.action is Action.DENY for v in self.violations)
+
+    @property
+    def message(self) -> str:
+        """The denial message: every violation, not just the first, joined as SPEC §4 shows."""
+        return "; ".join(v.render() for v in self.denials)
+
+    @property
+    def audit_annotations(self) -> dict[str, str]:
+        """Audit-level violations as ``auditAnnotations`` (the apiserver prefixes the webhook name)."""
+        out: dict[str, str] = {}
+        for v in self.audits:
+            key = v.rule
+            out[key] = f"{out[key]}; {v.render()}" if key in out else v.render()
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class WasteReport:
+    """GPU memory asked for versus what the chosen device really holds (per pod)."""
+
+    device: str
+    requested_bytes: int | None
+    device_bytes: int
+    devices: int
+    pods: int
+
+    @property
+    def wasted_bytes(self) -> int:
+        if self.requested_bytes is None:
+            return 0
+        return max(0, self.device_bytes - self.requested_bytes) * self.devices * self.pods
+
+
+@dataclass(slots=True)
+class Trace:
+    """Collects the explanation lines while the engine works; cheap when nobody reads them."""
+
+    lines: list[str] = field(default_factory=list)
+
+    def __call__(self, line: str) -> None:
+        self.lines.append(line)

@@ -1,0 +1,175 @@
+"""Read the intent contract (SPEC §2) off a pod template, with the workload's metadata as fallback.
+
+Malformed values are not exceptions: each becomes a finding for ``intent-invalid`` that names the
+exact key and a valid example, and the rest of the intent is still read so that one apply shows
+every mistake at once.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from webhook.engine.workload import Template, dotted
+from webhook.policy.compiled import Policy
+from webhook.policy.model import Isolation, TopologyLevel
+from webhook.quantity import QuantityError, parse_quantity
+
+OPT_OUT = "none"
+"""``gpu-admission.io/workload: none`` on a template opts it out of a workload-level class
+(e.g. the CPU-only MPI launcher task of a Volcano Job whose Job-level label says ``training``)."""
+
+_DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_LEVELS = {level.value for level in TopologyLevel}
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    level: TopologyLevel
+    required: bool
+
+
+@dataclass(slots=True)
+class Intent:
+    class_name: str
+    class_path: str  # where the workload label was found
+    adopted_from: str | None = None  # pool whose adoptAs made this a class (raw request)
+    gpus: int = 1
+    gpus_set: bool = False
+    gpu_memory: Fraction | None = None
+    isolation: Isolation | None = None
+    gpu_model: str | None = None
+    pool: str | None = None
+    rdma: bool | None = None
+    gang: str | None = None
+    gang_size: int | None = None
+    topology: Topology | None = None
+    topology_none: bool = False
+    container: str | None = None
+    errors: list[tuple[str, str]] = field(default_factory=list)  # (path, message)
+    paths: dict[str, str] = field(default_factory=dict)  # key -> field path, for messages
+
+
+def _lookup(
+    tpl: Template, obj_meta: dict[str, Any], section: str, key: str, tpl_prefix: tuple, obj_prefix: tuple
+) -> tuple[Any, str] | None:
+    """Template first, then the workload's own metadata (a Job-level key applies to its template)."""
+    values = tpl.metadata.get(section)
+    if isinstance(values, dict) and key in values:
+        return values[key], dotted((*tpl_prefix, "metadata", section, key))
+    if obj_prefix != tpl_prefix:
+        values = obj_meta.get(section)
+        if isinstance(values, dict) and key in values:
+            return values[key], dotted(("metadata", section, key))
+    return None
+
+
+def read_class(policy: Policy, obj: dict[str, Any], tpl: Template) -> tuple[str, str] | None:
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    found = _lookup(tpl, meta, "labels", policy.keys.workload, tpl.path, ())  # type: ignore[arg-type]
+    if found is None:
+        return None
+    value, path = found
+    return (value if isinstance(value, str) else str(value)), path
+
+
+def read_intent(
+    policy: Policy, obj: dict[str, Any], tpl: Template, class_name: str, class_path: str
+) -> Intent:
+    keys = policy.keys
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    intent = Intent(class_name=class_name, class_path=class_path)
+
+    def get(key: str) -> tuple[str, str] | None:
+        found = _lookup(tpl, meta, "annotations", key, tpl.path, ())  # type: ignore[arg-type]
+        if found is None:
+            return None
+        value, path = found
+        intent.paths[key] = path
+        if not isinstance(value, str):
+            value = str(value)
+        return value.strip(), path
+
+    def bad(path: str, message: str) -> None:
+        intent.errors.append((path, message))
+
+    if (got := get(keys.gpus)) is not None:
+        value, path = got
+        if value.isdigit() and int(value) >= 1:
+            intent.gpus, intent.gpus_set = int(value), True
+        else:
+            bad(path, f'{keys.gpus} must be an integer >= 1, got {value!r} (example: "8")')
+    if (got := get(keys.gpu_memory)) is not None:
+        value, path = got
+        try:
+            amount = parse_quantity(value)
+            if amount <= 0:
+                raise QuantityError(f"{value!r} must be greater than zero")
+            if value.isdigit():
+                raise QuantityError(f"{value!r} has no unit; write 4Gi, 4096Mi or 20G")
+            intent.gpu_memory = amount
+        except QuantityError as exc:
+            bad(path, f"{keys.gpu_memory}: {exc}")
+    if (got := get(keys.isolation)) is not None:
+        value, path = got
+        try:
+            intent.isolation = Isolation(value)
+        except ValueError:
+            bad(path, f"{keys.isolation} must be shared, mig or exclusive, got {value!r}")
+    if (got := get(keys.gpu_model)) is not None:
+        value, path = got
+        if value in policy.models:
+            intent.gpu_model = value
+        else:
+            bad(path, f"unknown GPU model {value!r}; known: {', '.join(sorted(policy.models))}")
+    if (got := get(keys.pool)) is not None:
+        value, path = got
+        if value in policy.pools:
+            intent.pool = value
+        else:
+            bad(path, f"unknown pool {value!r}; pools: {', '.join(sorted(policy.pools))}")
+    if (got := get(keys.rdma)) is not None:
+        value, path = got
+        if value.lower() in ("true", "false"):
+            intent.rdma = value.lower() == "true"
+        else:
+            bad(path, f'{keys.rdma} must be "true" or "false", got {value!r}')
+    if (got := get(keys.gang)) is not None:
+        value, path = got
+        if _DNS_1123.match(value) and len(value) <= 63:
+            intent.gang = value
+        else:
+            bad(path, f"{keys.gang} must be a DNS-1123 name (lower case, digits, '-', '.'), got {value!r}")
+    if (got := get(keys.gang_size)) is not None:
+        value, path = got
+        if value.isdigit() and int(value) >= 1:
+            intent.gang_size = int(value)
+        else:
+            bad(path, f"{keys.gang_size} must be an integer >= 1, got {value!r}")
+    if (got := get(keys.topology)) is not None:
+        value, path = got
+        level, _, mode = value.partition(":")
+        if level == "none" and not mode:
+            intent.topology_none = True
+        elif level in _LEVELS and mode in ("", "required"):
+            intent.topology = Topology(TopologyLevel(level), mode == "required")
+        else:
+            bad(
+                path,
+                f"{keys.topology} must be node, switch, rack, zone or none, optionally ':required', got {value!r}",
+            )
+    if (got := get(keys.container)) is not None:
+        value, path = got
+        names = [
+            c.get("name")
+            for group in ("containers", "initContainers")
+            for c in (tpl.spec.get(group) or [])
+            if isinstance(c, dict)
+        ]
+        if value in names:
+            intent.container = value
+        else:
+            bad(path, f"no container named {value!r}; containers: {', '.join(str(n) for n in names)}")
+    return intent

@@ -1,0 +1,39 @@
+"""Mutation steps in SPEC §3 order. Each is a small function of the resolved intent.
+
+Template steps run once per pod template that resolved to a pool; workload steps once per object.
+Order matters only where a later step reads what an earlier one wrote (gang before topology: the
+topology terms select the gang's pods).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from webhook.engine.context import Context, TemplateState
+from webhook.engine.mutations import gang, pool, rdma, resources, scheduling, topology
+from webhook.engine.patch import PatchBuilder
+
+TemplateStep = Callable[[Context, TemplateState, PatchBuilder], None]
+WorkloadStep = Callable[[Context, PatchBuilder], None]
+
+TEMPLATE_STEPS: tuple[tuple[str, TemplateStep], ...] = (
+    ("resources", resources.apply),
+    ("pool", pool.apply),
+    ("scheduling", scheduling.apply),
+    ("rdma", rdma.apply),
+)
+WORKLOAD_STEPS: tuple[tuple[str, WorkloadStep], ...] = (("gang", gang.apply),)
+TOPOLOGY_STEP: TemplateStep = topology.apply
+
+
+def mutate(ctx: Context, patch: PatchBuilder) -> None:
+    for state in ctx.states:
+        if state.resolution is None:
+            continue
+        for _, step in TEMPLATE_STEPS:
+            step(ctx, state, patch)
+    for _, workload_step in WORKLOAD_STEPS:
+        workload_step(ctx, patch)
+    for state in ctx.states:
+        if state.resolution is not None:
+            TOPOLOGY_STEP(ctx, state, patch)

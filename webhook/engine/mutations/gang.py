@@ -1,0 +1,141 @@
+"""SPEC §3 rows 'gang': the all-or-nothing group for Volcano, Kueue or coscheduling.
+
+The gang is derived from the workload (Volcano Job: Σ task replicas; batch/v1 Job: parallelism; bare
+pods: the ``gang``/``gang-size`` annotations), then spelled in the backend's own keys. Values the user
+or another webhook already set are kept; a *wrong* value is a validation finding, not an overwrite.
+"""
+
+from __future__ import annotations
+
+from webhook.engine.context import Context, Gang
+from webhook.engine.mutations.scheduling import set_scheduler
+from webhook.engine.patch import PatchBuilder
+from webhook.engine.workload import Kind
+from webhook.policy.model import GangBackend
+
+VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
+VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
+KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
+KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
+KUEUE_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+COSCHEDULING_GROUP = "scheduling.x-k8s.io/pod-group"
+VOLCANO_JOB_NAME = "volcano.sh/job-name"
+JOB_NAME = "batch.kubernetes.io/job-name"
+
+
+def job_paths(kind: Kind) -> tuple[tuple, tuple]:
+    """(metadata path, spec path) of the batch Job inside the object."""
+    if kind is Kind.CRONJOB:
+        return ("spec", "jobTemplate", "metadata"), ("spec", "jobTemplate", "spec")
+    return ("metadata",), ("spec",)
+
+
+def pod_count(ctx: Context) -> int:
+    spec = ctx.obj.get("spec") if isinstance(ctx.obj.get("spec"), dict) else {}
+    if ctx.kind is Kind.VOLCANO_JOB:
+        return sum(s.tpl.replicas for s in ctx.states)
+    if ctx.kind in (Kind.JOB, Kind.CRONJOB):
+        _, job_spec = job_paths(ctx.kind)
+        node = ctx.obj
+        for part in job_spec:
+            node = node.get(part) if isinstance(node, dict) else None
+        job = node if isinstance(node, dict) else {}
+        parallelism = job.get("parallelism", 1)
+        completions = job.get("completions")
+        if not isinstance(parallelism, int) or isinstance(parallelism, bool):
+            parallelism = 1
+        if isinstance(completions, int) and not isinstance(completions, bool) and completions < parallelism:
+            return completions
+        return parallelism
+    if ctx.kind is Kind.POD:
+        primary = ctx.primary
+        if primary is not None and primary.intent is not None and primary.intent.gang_size:
+            return primary.intent.gang_size
+        return 1
+    del spec
+    return max((s.tpl.replicas for s in ctx.states), default=1)
+
+
+def derive(ctx: Context) -> Gang | None:
+    primary = ctx.primary
+    if primary is None or primary.cls is None:
+        return None
+    backend = primary.cls.gang.backend
+    size = pod_count(ctx)
+    name: str | None = (
+        ctx.name if ctx.kind is not Kind.POD else (primary.intent.gang if primary.intent else None)
+    )
+    meta = ctx.obj.get("metadata") if isinstance(ctx.obj.get("metadata"), dict) else {}
+    if ctx.kind is not Kind.POD and not meta.get("name"):
+        name = None  # generateName: the final name is not known at admission
+    selector: dict[str, str] | None = None
+    if name:
+        if ctx.kind is Kind.VOLCANO_JOB:
+            selector = {VOLCANO_JOB_NAME: name}
+        elif ctx.kind is Kind.JOB:
+            selector = {JOB_NAME: name}
+        elif ctx.kind is Kind.POD:
+            selector = {f"{ctx.policy.settings.prefix}/gang": name}
+    return Gang(backend=backend, name=name, size=size, selector=selector)
+
+
+def scheduler_for(ctx: Context) -> str:
+    primary = ctx.primary
+    assert primary is not None and primary.cls is not None
+    return primary.cls.gang.scheduler_name or "volcano"
+
+
+def kueue_queue(ctx: Context) -> str | None:
+    primary = ctx.primary
+    if ctx.entitlement is not None and ctx.entitlement.kueue_queue:
+        return ctx.entitlement.kueue_queue
+    return primary.cls.kueue_queue if primary is not None and primary.cls is not None else None
+
+
+def apply(ctx: Context, patch: PatchBuilder) -> None:
+    gang = ctx.gang
+    if gang is None or gang.backend is GangBackend.NONE:
+        return
+    kind = ctx.kind
+    if gang.backend is GangBackend.VOLCANO:
+        scheduler = scheduler_for(ctx)
+        if kind is Kind.VOLCANO_JOB:
+            set_scheduler(patch, ("spec",), scheduler)
+            if patch.get(("spec", "minAvailable")) is None and gang.size > 0:
+                patch.set(("spec", "minAvailable"), gang.size)
+            return
+        if gang.size <= 1:
+            return
+        if kind in (Kind.JOB, Kind.CRONJOB):
+            meta, _ = job_paths(kind)
+            for state in ctx.states:
+                set_scheduler(patch, state.tpl.spec_path, scheduler)
+            patch.set((*meta, "annotations", VOLCANO_MIN_MEMBER), str(gang.size))
+        elif kind is Kind.POD and gang.name:
+            patch.set(("metadata", "annotations", VOLCANO_GROUP_NAME), gang.name)
+            set_scheduler(patch, ("spec",), scheduler)
+        return
+    if gang.backend is GangBackend.KUEUE:
+        queue = kueue_queue(ctx)
+        if queue is None:
+            return
+        if kind is Kind.POD:
+            patch.set(("metadata", "labels", KUEUE_QUEUE), queue)
+            if gang.name and gang.size > 1:
+                patch.set(("metadata", "labels", KUEUE_GROUP), gang.name)
+                patch.set(("metadata", "annotations", KUEUE_TOTAL), str(gang.size))
+        elif kind in (Kind.JOB, Kind.CRONJOB, Kind.VOLCANO_JOB):
+            meta, _ = job_paths(kind) if kind is not Kind.VOLCANO_JOB else (("metadata",), ())
+            patch.set((*meta, "labels", KUEUE_QUEUE), queue)
+        return
+    if gang.backend is GangBackend.COSCHEDULING and gang.name and gang.size > 1:
+        primary = ctx.primary
+        scheduler = (
+            primary.cls.gang.scheduler_name if primary is not None and primary.cls is not None else None
+        )
+        for state in ctx.states:
+            if state.resolution is None:
+                continue
+            patch.set((*state.tpl.meta_path, "labels", COSCHEDULING_GROUP), gang.name)
+            if scheduler:
+                set_scheduler(patch, state.tpl.spec_path, scheduler)

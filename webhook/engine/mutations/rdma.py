@@ -1,0 +1,125 @@
+"""SPEC §3 row 'RDMA': Multus networks, the RDMA device, IPC_LOCK, a memory-backed /dev/shm, NCCL env.
+
+Everything is merged, never overwritten: the networks annotation keeps the user's entries and format
+(comma list or JSON list; Multus tells them apart by ``[``/``{``/``"``), env vars the user set win,
+and an existing /dev/shm mount is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from webhook.engine.context import Context, Finding, TemplateState
+from webhook.engine.patch import PatchBuilder
+from webhook.engine.workload import dotted
+
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
+SHM_PATH = "/dev/shm"
+
+
+def _ref(entry: str) -> tuple[str, str, str]:
+    ref, _, ifname = entry.strip().partition("@")
+    ns, _, name = ref.rpartition("/")
+    return ns, name, ifname
+
+
+def _has(existing: list[tuple[str, str, str]], wanted: tuple[str, str, str]) -> bool:
+    ns, name, ifname = wanted
+    return any(
+        e[1] == name and (not ns or e[0] in ("", ns)) and (not ifname or e[2] == ifname) for e in existing
+    )
+
+
+def merge_networks(current: Any, wanted: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """Return (new annotation value or None if unchanged, error or None)."""
+    if current is None or (isinstance(current, str) and not current.strip()):
+        return ",".join(wanted), None
+    if not isinstance(current, str):
+        return None, f"{NETWORKS} must be a string"
+    if any(c in current for c in '[{"'):
+        try:
+            items = json.loads(current)
+        except ValueError as exc:
+            return None, f"{NETWORKS} looks like JSON but does not parse ({exc.msg} at {exc.pos})"
+        if isinstance(items, dict):
+            items = [items]
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            return None, f"{NETWORKS} must be a JSON list of network selection objects"
+        have = [
+            (str(i.get("namespace") or ""), str(i.get("name") or ""), str(i.get("interface") or ""))
+            for i in items
+        ]
+        added = False
+        for entry in wanted:
+            ref = _ref(entry)
+            if not _has(have, ref):
+                item = {"name": ref[1]}
+                if ref[0]:
+                    item["namespace"] = ref[0]
+                if ref[2]:
+                    item["interface"] = ref[2]
+                items.append(item)
+                have.append(ref)
+                added = True
+        return (json.dumps(items, separators=(",", ":")) if added else None), None
+    have = [_ref(e) for e in current.split(",") if e.strip()]
+    missing = [e for e in wanted if not _has(have, _ref(e))]
+    if not missing:
+        return None, None
+    return current.rstrip().rstrip(",") + "," + ",".join(missing), None
+
+
+def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
+    res = state.resolution
+    if res is None or not res.rdma:
+        return
+    rdma = res.pool.spec.rdma
+    assert rdma is not None
+    tpl = state.tpl
+    if rdma.networks:
+        path = (*tpl.meta_path, "annotations", NETWORKS)
+        value, error = merge_networks(patch.get(path), rdma.networks)
+        if error:
+            ctx.findings.append(Finding("intent-invalid", dotted(path), error, state.class_name))
+        elif value is not None:
+            patch.set(path, value, overwrite=True)
+    target = state.target()
+    if target is None:
+        return
+    cpath = (*tpl.spec_path, target[0], target[1])
+    container = patch.get(cpath)
+    if rdma.resource is not None:
+        limits = (*cpath, "resources", "limits")
+        if patch.get((*limits, rdma.resource.name)) is None:
+            patch.set((*limits, rdma.resource.name), str(rdma.resource.count))
+            requests = patch.get((*cpath, "resources", "requests"))
+            if isinstance(requests, dict) and rdma.resource.name in requests:
+                patch.set(
+                    (*cpath, "resources", "requests", rdma.resource.name),
+                    str(rdma.resource.count),
+                    overwrite=True,
+                )
+    caps = (*cpath, "securityContext", "capabilities", "add")
+    for cap in rdma.capabilities:
+        have = patch.get(caps)
+        if not isinstance(have, list) or cap not in have:
+            patch.append(caps, cap)
+    if res.pool.rdma_shm is not None:
+        mounts = container.get("volumeMounts") if isinstance(container, dict) else None
+        if not any(isinstance(m, dict) and m.get("mountPath") == SHM_PATH for m in mounts or []):
+            volumes = patch.get((*tpl.spec_path, "volumes"))
+            names = {v.get("name") for v in volumes or [] if isinstance(v, dict)}
+            name = "dshm" if "dshm" not in names else "gpu-admission-dshm"
+            if name not in names:
+                patch.append(
+                    (*tpl.spec_path, "volumes"),
+                    {"name": name, "emptyDir": {"medium": "Memory", "sizeLimit": str(rdma.shm_size)}},
+                )
+            patch.append((*cpath, "volumeMounts"), {"name": name, "mountPath": SHM_PATH})
+    if rdma.env:
+        env = patch.get((*cpath, "env"))
+        have = {e.get("name") for e in env or [] if isinstance(e, dict)}
+        for key in sorted(rdma.env):
+            if key not in have:
+                patch.append((*cpath, "env"), {"name": key, "value": rdma.env[key]})

@@ -1,0 +1,130 @@
+"""Explicit JSON Patch operations, built next to a copy-on-write view of the object.
+
+Every mutation step asks for an effect ("this label must be there", "append this toleration") and the
+builder writes the smallest RFC 6902 operation that achieves it against the object *as it stands after
+the earlier steps*: a missing parent map is added whole, an existing one never replaced; values are
+escaped per RFC 6901. The working copy shares every untouched subtree with the input (only the
+containers on a changed path are copied), so building the mutated object costs O(changes), not
+O(object) — this is on the admission hot path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+Path = Sequence[str | int]
+
+
+def escape(part: str | int) -> str:
+    """RFC 6901: ``~`` becomes ``~0`` first, then ``/`` becomes ``~1``."""
+    return str(part).replace("~", "~0").replace("/", "~1")
+
+
+def pointer(path: Path) -> str:
+    return "".join("/" + escape(p) for p in path)
+
+
+_MISSING = object()
+
+
+class PatchBuilder:
+    """Records operations and keeps ``doc`` equal to ``source`` with those operations applied."""
+
+    __slots__ = ("_owned", "doc", "ops")
+
+    def __init__(self, source: dict[str, Any]):
+        self.doc: dict[str, Any] = source
+        self.ops: list[dict[str, Any]] = []
+        self._owned: set[int] = set()
+
+    # --- reading ---------------------------------------------------------------------------------
+
+    def get(self, path: Path, default: Any = None) -> Any:
+        node: Any = self.doc
+        for part in path:
+            if isinstance(node, dict):
+                node = node.get(part, _MISSING)  # type: ignore[call-overload]
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]
+            else:
+                return default
+            if node is _MISSING:
+                return default
+        return node
+
+    def exists(self, path: Path) -> bool:
+        return self.get(path, _MISSING) is not _MISSING
+
+    # --- copy on write ---------------------------------------------------------------------------
+
+    def _own(self, path: Path) -> Any:
+        """Return the container at ``path``, copying it and its ancestors on first write."""
+        if id(self.doc) not in self._owned:
+            self.doc = dict(self.doc)
+            self._owned.add(id(self.doc))
+        node: Any = self.doc
+        for part in path:
+            child = node[part]
+            if id(child) not in self._owned:
+                child = dict(child) if isinstance(child, dict) else list(child)
+                node[part] = child
+                self._owned.add(id(child))
+            node = child
+        return node
+
+    # --- operations ------------------------------------------------------------------------------
+
+    def set(self, path: Path, value: Any, *, overwrite: bool = False) -> bool:
+        """Ensure ``path`` holds ``value``; create missing parent maps. Returns True if an op was added.
+
+        With ``overwrite=False`` an existing value is left alone (the user's choice wins).
+        """
+        path = tuple(path)
+        current = self.get(path, _MISSING)
+        if current is not _MISSING:
+            if not overwrite or current == value:
+                return False
+            self.ops.append({"op": "replace", "path": pointer(path), "value": value})
+            self._own(path[:-1])[path[-1]] = value
+            return True
+        # Find the deepest existing container; everything below it is added as one nested value.
+        depth = len(path) - 1
+        while depth > 0 and not isinstance(self.get(path[:depth], _MISSING), dict | list):
+            depth -= 1
+        nested: Any = value
+        for part in reversed(path[depth + 1 :]):
+            if isinstance(part, int):
+                raise ValueError(f"cannot create list index {part} in {pointer(path)}")
+            nested = {part: nested}
+        target = path[: depth + 1]
+        parent = self.get(target[:-1])
+        if not isinstance(parent, dict):
+            raise ValueError(f"parent of {pointer(target)} is not a map")
+        self.ops.append({"op": "add", "path": pointer(target), "value": nested})
+        self._own(target[:-1])[target[-1]] = nested
+        return True
+
+    def append(self, path: Path, value: Any) -> None:
+        """Append to the list at ``path``, creating the list (and missing parents) if absent."""
+        path = tuple(path)
+        current = self.get(path, _MISSING)
+        if current is _MISSING or current is None:
+            if current is None:
+                self.ops.append({"op": "replace", "path": pointer(path), "value": [value]})
+                self._own(path[:-1])[path[-1]] = [value]
+            else:
+                self.set(path, [value])
+            return
+        if not isinstance(current, list):
+            raise ValueError(f"{pointer(path)} is not a list")
+        self.ops.append({"op": "add", "path": pointer(path) + "/-", "value": value})
+        self._own(path).append(value)
+
+    def remove(self, path: Path) -> bool:
+        path = tuple(path)
+        if not self.exists(path):
+            return False
+        self.ops.append({"op": "remove", "path": pointer(path)})
+        del self._own(path[:-1])[path[-1]]
+        return True

@@ -1,0 +1,260 @@
+"""Resolution: class -> candidate pools (policy order) -> first pool that fits -> backend resource names.
+
+Every candidate that is skipped gets a reason, so ``check --explain`` can say why a pool was not
+taken, and a failed resolution reports the rule matching the first candidate's first reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from webhook.engine.intent import Intent
+from webhook.policy.compiled import CompiledPool, Policy, Profile
+from webhook.policy.model import Entitlement, Isolation, SharingProvider, WorkloadClass
+from webhook.quantity import GIB, MIB, ceil_div, format_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    rule: str
+    text: str
+
+
+@dataclass(slots=True)
+class Resolution:
+    cls: WorkloadClass
+    pool: CompiledPool
+    isolation: Isolation
+    memory: Fraction | None
+    resources: dict[str, str]  # resource -> quantity for the GPU container
+    node_selector: dict[str, str]  # pool selector plus the single-strategy product label
+    why: str  # how the backend names were chosen
+    rdma: bool
+    skipped: list[tuple[str, str]] = field(default_factory=list)  # (pool, reason)
+    device_bytes: int = 0
+    device_name: str = ""
+
+
+@dataclass(slots=True)
+class Failure:
+    rule: str
+    path: str
+    message: str
+
+
+def resolve(
+    policy: Policy,
+    intent: Intent,
+    entitlement: Entitlement | None,
+    namespace: str,
+    user_selector: dict[str, str],
+    trace: list[str] | None,
+) -> Resolution | Failure:
+    cls = policy.classes.get(intent.class_name)
+    if cls is None:
+        return Failure(
+            "intent-invalid",
+            intent.class_path,
+            f"unknown workload class {intent.class_name!r}; classes: {', '.join(sorted(policy.classes))}",
+        )
+    if entitlement is None or intent.class_name not in entitlement.classes:
+        allowed = ", ".join(entitlement.classes) if entitlement and entitlement.classes else "none"
+        return Failure(
+            "class-not-allowed",
+            intent.class_path,
+            f"namespace {namespace!r} is not entitled to class {intent.class_name!r} (entitled: {allowed}); "
+            "ask the platform team to add it to the namespace's entitlement",
+        )
+    isolation = intent.isolation or cls.isolation.default
+    if intent.isolation is not None and intent.isolation not in cls.isolation.permitted:
+        return Failure(
+            "intent-invalid",
+            intent.paths.get(policy.keys.isolation, intent.class_path),
+            f"class {intent.class_name!r} allows isolation {'/'.join(i.value for i in cls.isolation.permitted)}, "
+            f"not {isolation.value!r}",
+        )
+    memory = intent.gpu_memory
+    if memory is None and cls.default_gpu_memory is not None:
+        from webhook.quantity import parse_quantity
+
+        memory = parse_quantity(cls.default_gpu_memory)
+    if isolation in (Isolation.MIG, Isolation.SHARED) and intent.gpus > 1 and intent.adopted_from is None:
+        return Failure(
+            "intent-invalid",
+            intent.paths.get(policy.keys.gpus, intent.class_path),
+            f"isolation {isolation.value} gives one device slice per pod, but {intent.gpus} GPUs were asked; "
+            "use isolation exclusive for several whole GPUs",
+        )
+    wants_rdma = intent.rdma if intent.rdma is not None else cls.rdma
+    candidates = cls.pools
+    if intent.pool is not None:
+        if intent.pool not in cls.pools:
+            return Failure(
+                "class-not-allowed",
+                intent.paths.get(policy.keys.pool, intent.class_path),
+                f"pool {intent.pool!r} is not a pool of class {intent.class_name!r} (pools: {', '.join(cls.pools)})",
+            )
+        candidates = (intent.pool,)
+    entitled = entitlement.pools
+    skipped: list[tuple[str, Reason]] = []
+    for name in candidates:
+        pool = policy.pools[name]
+        reason = _misfit(policy, pool, intent, isolation, memory, entitled, user_selector)
+        if reason is None and intent.rdma is True and pool.spec.rdma is None:
+            reason = Reason("rdma-unavailable", "has no RDMA network")
+        if reason is not None:
+            skipped.append((name, reason))
+            if trace is not None:
+                trace.append(f"pool {name}: skipped, {reason.text}")
+            continue
+        result = _backend(policy, pool, intent, isolation, memory)
+        result.cls = cls
+        result.rdma = bool(wants_rdma and pool.spec.rdma is not None)
+        result.skipped = [(n, r.text) for n, r in skipped]
+        if trace is not None:
+            trace.append(f"pool {name}: taken ({pool.spec.gpu_model}, {pool.spec.gpus_per_node} GPUs/node)")
+            trace.append(f"backend: {result.why}")
+            if wants_rdma and pool.spec.rdma is None:
+                trace.append(f"rdma: class wants it but pool {name} has none; skipped")
+        return result
+    _, first = skipped[0]
+    detail = "; ".join(f"{n}: {r.text}" for n, r in skipped)
+    path = intent.class_path
+    if first.rule == "rdma-unavailable":
+        path = intent.paths.get(policy.keys.rdma, path)
+    elif first.rule == "gpu-memory-exceeded":
+        path = intent.paths.get(policy.keys.gpu_memory, path)
+    elif first.rule == "gpu-count-exceeded":
+        path = intent.paths.get(policy.keys.gpus, path)
+    message = f"no pool of class {intent.class_name!r} fits ({detail})"
+    if first.rule == "pool-spoofing":
+        message += "; remove the conflicting nodeSelector: the webhook sets the pool's selector"
+    return Failure(first.rule, path, message)
+
+
+def _misfit(
+    policy: Policy,
+    pool: CompiledPool,
+    intent: Intent,
+    isolation: Isolation,
+    memory: Fraction | None,
+    entitled: tuple[str, ...] | None,
+    user_selector: dict[str, str],
+) -> Reason | None:
+    spec = pool.spec
+    if entitled is not None and pool.name not in entitled:
+        return Reason("class-not-allowed", "namespace is not entitled to this pool")
+    if intent.gpu_model is not None and intent.gpu_model != spec.gpu_model:
+        return Reason("intent-invalid", f"GPU model is {spec.gpu_model}, not {intent.gpu_model}")
+    if isolation not in spec.isolation:
+        return Reason("intent-invalid", f"does not serve isolation {isolation.value}")
+    for key, value in spec.node_selector.items():
+        if key in user_selector and user_selector[key] != value:
+            return Reason(
+                "pool-spoofing",
+                f"user nodeSelector {key}={user_selector[key]} conflicts with the pool's {key}={value}",
+            )
+    if intent.gpus > spec.gpus_per_node:
+        return Reason("gpu-count-exceeded", f"{intent.gpus} GPUs per pod > {spec.gpus_per_node} per node")
+    if memory is not None:
+        if isolation is Isolation.MIG:
+            if pool.smallest_profile(memory) is None:
+                return Reason(
+                    "gpu-memory-exceeded",
+                    f"no MIG profile of {spec.gpu_model} holds {format_bytes(memory)} "
+                    f"(largest {format_bytes(pool.largest_slice)})",
+                )
+        elif memory > pool.gpu.memory:
+            return Reason(
+                "gpu-memory-exceeded",
+                f"{format_bytes(memory)} exceeds the {format_bytes(pool.gpu.memory)} of a {spec.gpu_model}",
+            )
+    elif intent.adopted_from is None and (
+        isolation is Isolation.MIG
+        or (
+            isolation is Isolation.SHARED
+            and spec.sharing is not None
+            and spec.sharing.provider is not SharingProvider.TIME_SLICING
+        )
+    ):
+        return Reason(
+            "intent-invalid",
+            f"isolation {isolation.value} is sized by {policy.keys.gpu_memory}, which is not set",
+        )
+    return None
+
+
+def _backend(
+    policy: Policy, pool: CompiledPool, intent: Intent, isolation: Isolation, memory: Fraction | None
+) -> Resolution:
+    spec = pool.spec
+    selector = dict(spec.node_selector)
+    resources: dict[str, str]
+    device_bytes, device_name = pool.gpu.memory, f"whole {spec.gpu_model}"
+    if intent.adopted_from is not None:
+        resources = {}
+        why = f"resources kept as written (raw request adopted into pool {pool.name})"
+    elif isolation is Isolation.EXCLUSIVE:
+        resources = {"nvidia.com/gpu": str(intent.gpus)}
+        why = f"exclusive: {intent.gpus} x whole {spec.gpu_model} -> nvidia.com/gpu: {intent.gpus}"
+    elif isolation is Isolation.MIG:
+        assert spec.mig is not None
+        profile: Profile | None = pool.smallest_profile(memory) if memory is not None else None
+        assert profile is not None
+        device_bytes, device_name = profile.memory, f"MIG {profile.name} of {spec.gpu_model}"
+        wanted = format_bytes(memory) if memory is not None else "?"
+        if spec.mig.strategy == "mixed":
+            resources = {profile.resource: "1"}
+            why = f"{wanted} on {spec.gpu_model} -> {profile.resource}, the smallest profile >= {wanted}"
+        else:
+            resources = {"nvidia.com/gpu": "1"}
+            product = f"{pool.gpu.product}-MIG-{profile.name}"
+            selector["nvidia.com/gpu.product"] = product
+            why = (
+                f"{wanted} on {spec.gpu_model} -> MIG {profile.name} (single strategy): nvidia.com/gpu: 1 "
+                f"on nodes labelled nvidia.com/gpu.product={product}"
+            )
+    else:
+        assert spec.sharing is not None
+        provider = spec.sharing.provider
+        mem = memory if memory is not None else Fraction(pool.gpu.memory)
+        device_name = f"{provider.value} slice of {spec.gpu_model}"
+        if provider is SharingProvider.ALIYUN_CGPU:
+            gib = ceil_div(mem, GIB)
+            resources = {"aliyun.com/gpu-mem": str(gib)}
+            device_bytes = gib * GIB
+            why = f"{format_bytes(mem)} shared via cGPU -> aliyun.com/gpu-mem: {gib} (GiB, rounded up)"
+        elif provider is SharingProvider.HAMI:
+            mib = ceil_div(mem, MIB)
+            resources = {"nvidia.com/gpu": str(intent.gpus), "nvidia.com/gpumem": str(mib)}
+            if spec.sharing.cores is not None:
+                resources["nvidia.com/gpucores"] = str(spec.sharing.cores)
+            device_bytes = mib * MIB
+            why = f"{format_bytes(mem)} shared via HAMi -> nvidia.com/gpumem: {mib} (MiB)"
+        elif provider is SharingProvider.VOLCANO_VGPU:
+            mib = ceil_div(mem, MIB)
+            resources = {"volcano.sh/vgpu-number": str(intent.gpus), "volcano.sh/vgpu-memory": str(mib)}
+            device_bytes = mib * MIB
+            why = f"{format_bytes(mem)} shared via Volcano vGPU -> volcano.sh/vgpu-memory: {mib} (MiB)"
+        elif provider is SharingProvider.TENCENT_QGPU:
+            gib = ceil_div(mem, GIB)
+            resources = {"tke.cloud.tencent.com/qgpu-memory": str(gib)}
+            device_bytes = gib * GIB
+            why = f"{format_bytes(mem)} shared via qGPU -> tke.cloud.tencent.com/qgpu-memory: {gib} (GiB)"
+        else:
+            name = "nvidia.com/gpu.shared" if spec.sharing.renamed else "nvidia.com/gpu"
+            resources = {name: "1"}
+            why = f"time-sliced {spec.gpu_model} -> {name}: 1 (access to a shared card, not a share of it)"
+    return Resolution(
+        cls=None,  # type: ignore[arg-type]  # filled in by resolve()
+        pool=pool,
+        isolation=isolation,
+        memory=memory,
+        resources=resources,
+        node_selector=selector,
+        why=why,
+        rdma=False,
+        device_bytes=device_bytes,
+        device_name=device_name,
+    )

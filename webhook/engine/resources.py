@@ -1,0 +1,136 @@
+"""What a pod spec asks of GPUs and RDMA devices, per container, classified into families.
+
+Families decide what counts as "mixed" (whole GPU plus a slice in one container) and what a device
+plugin will actually hand out. HAMi is its own family because it spells a *slice* as
+``nvidia.com/gpu`` plus ``nvidia.com/gpumem``: that is not a whole card.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Any
+
+from webhook.quantity import QuantityError, parse_quantity
+
+WHOLE = "whole"
+MIG = "mig"
+SHARED = "shared"
+HAMI = "hami"
+RDMA = "rdma"
+
+HAMI_KEYS = frozenset({"nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"})
+WHOLE_KEYS = frozenset({"nvidia.com/gpu", "aliyun.com/gpu-count"})
+
+
+def family(name: str, *, gpu_prefixes: tuple[str, ...], rdma: frozenset[str]) -> str | None:
+    if name in WHOLE_KEYS:
+        return WHOLE
+    if name.startswith("nvidia.com/mig-"):
+        return MIG
+    if name in HAMI_KEYS:
+        return HAMI
+    if name in rdma or name.startswith("rdma/"):
+        return RDMA
+    if name.startswith(gpu_prefixes):
+        return SHARED
+    return None
+
+
+@dataclass(slots=True)
+class ContainerResources:
+    index: int
+    group: str  # "containers" | "initContainers"
+    name: str
+    container: dict[str, Any]
+    limits: dict[str, Any]
+    requests: dict[str, Any]
+    families: dict[str, str] = field(default_factory=dict)  # resource -> family, for GPU/RDMA keys
+
+    @property
+    def gpu_families(self) -> set[str]:
+        found = {f for f in self.families.values() if f != RDMA}
+        if HAMI in found and WHOLE in found:
+            # HAMi's nvidia.com/gpu is a vGPU count that goes with gpumem/gpucores: one family.
+            found.discard(WHOLE)
+        return found
+
+    def amount(self, resource: str) -> Fraction | None:
+        value = self.limits.get(resource, self.requests.get(resource))
+        if value is None:
+            return None
+        try:
+            return parse_quantity(value)
+        except QuantityError:
+            return None
+
+    def whole_gpus(self) -> int:
+        """Physical devices this container binds: whole GPUs, HAMi vGPU counts, MIG devices."""
+        total = Fraction(0)
+        for resource, fam in self.families.items():
+            if fam in (WHOLE, MIG):
+                total += self.amount(resource) or 0
+        return int(total)
+
+    @property
+    def privileged(self) -> bool:
+        ctx = self.container.get("securityContext")
+        return isinstance(ctx, dict) and ctx.get("privileged") is True
+
+
+@dataclass(slots=True)
+class PodResources:
+    containers: list[ContainerResources]
+
+    @property
+    def has_gpu(self) -> bool:
+        return any(c.gpu_families for c in self.containers)
+
+    @property
+    def gpu_families(self) -> set[str]:
+        out: set[str] = set()
+        for c in self.containers:
+            out |= c.gpu_families
+        return out
+
+    def effective_devices(self) -> int:
+        """Devices the pod holds at once: regular containers add up, init containers run one at a time."""
+        regular = sum(c.whole_gpus() for c in self.containers if c.group == "containers")
+        init = max((c.whole_gpus() for c in self.containers if c.group == "initContainers"), default=0)
+        return max(regular, init)
+
+    def find(self, name: str) -> ContainerResources | None:
+        for c in self.containers:
+            if c.name == name:
+                return c
+        return None
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def inspect_pod(spec: dict[str, Any], *, gpu_prefixes: tuple[str, ...], rdma: frozenset[str]) -> PodResources:
+    out: list[ContainerResources] = []
+    for group in ("initContainers", "containers"):
+        items = spec.get(group)
+        if not isinstance(items, list):
+            continue
+        for index, container in enumerate(items):
+            if not isinstance(container, dict):
+                continue
+            res = _map(container.get("resources"))
+            limits, requests = _map(res.get("limits")), _map(res.get("requests"))
+            fams: dict[str, str] = {}
+            for key in (*limits, *requests):
+                if isinstance(key, str) and key not in fams:
+                    fam = family(key, gpu_prefixes=gpu_prefixes, rdma=rdma)
+                    if fam is not None:
+                        fams[key] = fam
+            name = container.get("name")
+            out.append(
+                ContainerResources(
+                    index, group, name if isinstance(name, str) else "", container, limits, requests, fams
+                )
+            )
+    return PodResources(out)

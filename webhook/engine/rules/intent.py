@@ -1,0 +1,26 @@
+"""Rules fed by intent parsing and pool resolution: the user asked for something the policy cannot give."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from webhook.engine.context import Context, Finding
+from webhook.engine.decision import Action
+from webhook.engine.rules.registry import resolution_findings, rule
+
+
+@rule(
+    "intent-invalid", Action.DENY, "unknown class / isolation / model / pool, malformed quantity or integer"
+)
+def intent_invalid(ctx: Context) -> Iterable[Finding]:
+    return resolution_findings(ctx, "intent-invalid")
+
+
+@rule("class-not-allowed", Action.DENY, "namespace not entitled to the class or pool")
+def class_not_allowed(ctx: Context) -> Iterable[Finding]:
+    return resolution_findings(ctx, "class-not-allowed")
+
+
+@rule("rdma-unavailable", Action.DENY, "RDMA asked for on a pool without RDMA")
+def rdma_unavailable(ctx: Context) -> Iterable[Finding]:
+    return resolution_findings(ctx, "rdma-unavailable")

@@ -1,0 +1,109 @@
+"""Rules that keep users inside their entitlement and inside the scheduler's control."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from webhook.engine.context import Context, Finding, TemplateState
+from webhook.engine.decision import Action
+from webhook.engine.mutations.pool import _normal
+from webhook.engine.rules.registry import resolution_findings, rule
+
+
+def _entitled(ctx: Context, state: TemplateState) -> set[str]:
+    return set(
+        ctx.policy.entitled_pools(ctx.entitlement, state.class_name if state.cls is not None else None)
+    )
+
+
+def _affinity_terms(spec: dict) -> list[dict]:
+    node = spec.get("affinity")
+    node = node.get("nodeAffinity") if isinstance(node, dict) else None
+    node = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, dict) else None
+    terms = node.get("nodeSelectorTerms") if isinstance(node, dict) else None
+    return [t for t in terms or [] if isinstance(t, dict)]
+
+
+def _term_targets(term: dict, selector: dict[str, str]) -> bool:
+    exprs = [e for e in term.get("matchExpressions") or [] if isinstance(e, dict)]
+    for key, value in selector.items():
+        if not any(
+            e.get("key") == key and e.get("operator") == "In" and value in (e.get("values") or [])
+            for e in exprs
+        ):
+            return False
+    return True
+
+
+@rule(
+    "pool-spoofing",
+    Action.DENY,
+    "user-set nodeSelector / node affinity / toleration targeting a pool not entitled",
+)
+def pool_spoofing(ctx: Context) -> Iterable[Finding]:
+    yield from resolution_findings(ctx, "pool-spoofing")
+    policy = ctx.policy
+    who = f"namespace {ctx.namespace!r}"
+    for state in ctx.states:
+        if state.intent is None and not (state.resources and state.resources.has_gpu):
+            continue
+        entitled = _entitled(ctx, state)
+        scope = f"{who} with class {state.class_name!r}" if state.cls is not None else who
+        spec = state.tpl.spec
+        user_selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+        terms = _affinity_terms(spec)
+        for name, pool in policy.pools.items():
+            if name in entitled or not pool.spec.node_selector:
+                continue
+            selector = pool.spec.node_selector
+            if all(user_selector.get(k) == v for k, v in selector.items()):
+                shown = ", ".join(f"{k}={v}" for k, v in selector.items())
+                yield Finding(
+                    "pool-spoofing",
+                    state.tpl.dotted("spec", "nodeSelector"),
+                    f"nodeSelector {shown} targets pool {name}, which {scope} is not entitled to; "
+                    "remove it and declare a workload class instead",
+                    state.class_name,
+                )
+            for i, term in enumerate(terms):
+                if _term_targets(term, selector):
+                    yield Finding(
+                        "pool-spoofing",
+                        state.tpl.dotted(
+                            "spec",
+                            "affinity",
+                            "nodeAffinity",
+                            "requiredDuringSchedulingIgnoredDuringExecution",
+                            "nodeSelectorTerms",
+                            i,
+                        ),
+                        f"node affinity targets pool {name}, which {scope} is not entitled to",
+                        state.class_name,
+                    )
+        tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+        for i, toleration in enumerate(tolerations):
+            key = _normal(toleration)
+            carriers = [n for n, p in policy.pools.items() if any(_normal(t) == key for t in p.tolerations)]
+            if carriers and not any(n in entitled for n in carriers):
+                yield Finding(
+                    "pool-spoofing",
+                    state.tpl.dotted("spec", "tolerations", i),
+                    f"toleration {toleration.get('key')} tolerates the taint of pool "
+                    f"{', '.join(carriers)}, which {scope} is not entitled to",
+                    state.class_name,
+                )
+
+
+@rule("node-name-set", Action.DENY, "spec.nodeName on a GPU pod (bypasses the scheduler, gang and topology)")
+def node_name_set(ctx: Context) -> Iterable[Finding]:
+    for state in ctx.states:
+        if state.intent is None and not (state.resources and state.resources.has_gpu):
+            continue
+        if state.tpl.spec.get("nodeName"):
+            yield Finding(
+                "node-name-set",
+                state.tpl.dotted("spec", "nodeName"),
+                f"nodeName {state.tpl.spec['nodeName']!r} bypasses the scheduler (no gang, topology or "
+                "quota); remove it and let the pool's nodeSelector place the pod",
+                state.class_name,
+            )

@@ -1,0 +1,62 @@
+"""The rule registry: id, default action, what it catches, and the check function.
+
+Rules are data the way Kyverno and Gatekeeper treat them: the policy may change a rule's action per
+namespace or class, or exempt namespaces, without touching code. A check function only *finds*; the
+action is decided in one place (``effective_action``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from webhook.engine.context import Context, Finding
+from webhook.engine.decision import Action
+from webhook.policy.compiled import Policy
+
+Check = Callable[[Context], Iterable[Finding]]
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    id: str
+    default: Action
+    catches: str
+    check: Check
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str, default: Action, catches: str) -> Callable[[Check], Check]:
+    def register(check: Check) -> Check:
+        if rule_id in RULES:
+            raise ValueError(f"rule {rule_id} registered twice")
+        RULES[rule_id] = Rule(rule_id, default, catches, check)
+        return check
+
+    return register
+
+
+def effective_action(
+    policy: Policy, rule_id: str, namespace_labels: dict[str, str], class_name: str | None
+) -> Action:
+    """Exemption > namespace override (first match) > class override > policy default > built-in default."""
+    base = RULES[rule_id].default
+    settings = policy.rules.get(rule_id)
+    if settings is None:
+        return base
+    for selector in settings.exempt:
+        if selector.matches(namespace_labels):
+            return Action.OFF
+    for override in settings.namespaces:
+        if override.selector.matches(namespace_labels):
+            return override.action
+    if class_name is not None and class_name in settings.classes:
+        return settings.classes[class_name]
+    return settings.action or base
+
+
+def resolution_findings(ctx: Context, rule_id: str) -> Iterable[Finding]:
+    """Findings recorded while reading intent and resolving pools, for the rule that owns them."""
+    return (f for f in ctx.findings if f.rule == rule_id)

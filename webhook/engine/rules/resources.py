@@ -1,0 +1,212 @@
+"""Rules on what containers ask of devices: the apiserver's extended-resource rules, MIG, mixing, sizes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from fractions import Fraction
+
+from webhook.engine.context import Context, Finding, TemplateState
+from webhook.engine.decision import Action
+from webhook.engine.resources import HAMI, MIG, SHARED, WHOLE, ContainerResources
+from webhook.engine.rules.registry import resolution_findings, rule
+from webhook.policy.compiled import CompiledPool
+from webhook.policy.model import Isolation
+from webhook.quantity import QuantityError, format_bytes, parse_quantity
+
+
+def _cpath(state: TemplateState, c: ContainerResources, *rest: str) -> str:
+    return state.view.dotted("spec", c.group, c.index, *rest)
+
+
+@rule(
+    "extended-resource",
+    Action.DENY,
+    "GPU/RDMA resource not integer, requests != limits, request without limit",
+)
+def extended_resource(ctx: Context) -> Iterable[Finding]:
+    for state in ctx.states:
+        for c in state.judged.containers:
+            for key in c.families:
+                limit, request = c.limits.get(key), c.requests.get(key)
+                parsed: dict[str, Fraction] = {}
+                for section, value in (("limits", limit), ("requests", request)):
+                    if value is None:
+                        continue
+                    try:
+                        amount = parse_quantity(value)
+                    except QuantityError as exc:
+                        yield Finding(
+                            "extended-resource",
+                            _cpath(state, c, "resources", section, key),
+                            str(exc),
+                            state.class_name,
+                        )
+                        continue
+                    if amount.denominator != 1 or amount < 0:
+                        yield Finding(
+                            "extended-resource",
+                            _cpath(state, c, "resources", section, key),
+                            f"{key} must be a whole, non-negative number, got {value!r}; devices cannot "
+                            "be split by quantity (use MIG or a sharing class)",
+                            state.class_name,
+                        )
+                        continue
+                    parsed[section] = amount
+                if request is not None and limit is None:
+                    yield Finding(
+                        "extended-resource",
+                        _cpath(state, c, "resources", "requests", key),
+                        f"{key} is requested without a limit; extended resources need limits "
+                        f"(set limits[{key}]: {request})",
+                        state.class_name,
+                    )
+                elif "limits" in parsed and "requests" in parsed and parsed["limits"] != parsed["requests"]:
+                    yield Finding(
+                        "extended-resource",
+                        _cpath(state, c, "resources", "requests", key),
+                        f"{key} request {request} must equal its limit {limit}",
+                        state.class_name,
+                    )
+
+
+def judged_pool(ctx: Context, state: TemplateState) -> CompiledPool | None:
+    """The pool the template lands on: the resolved one, else the one its nodeSelector targets."""
+    if state.resolution is not None:
+        return state.resolution.pool
+    if len(state.targeted_pools) == 1:
+        return ctx.policy.pools[state.targeted_pools[0]]
+    return None
+
+
+@rule("mig-profile-unavailable", Action.DENY, "a MIG resource the pool's GPU model does not offer")
+def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
+    policy = ctx.policy
+    for state in ctx.states:
+        pool = judged_pool(ctx, state)
+        for c in state.judged.containers:
+            for key, fam in c.families.items():
+                if fam != MIG:
+                    continue
+                if pool is not None:
+                    offered = [p.resource for p in pool.profiles]
+                    if key not in offered:
+                        valid = ", ".join(offered) or "none (the pool is not MIG-partitioned)"
+                        yield Finding(
+                            "mig-profile-unavailable",
+                            _cpath(state, c, "resources", "limits", key),
+                            f"pool {pool.name} ({pool.spec.gpu_model}) does not offer {key}; valid: {valid}",
+                            state.class_name,
+                        )
+                elif key not in policy.mig_resources:
+                    known = sorted({p.resource for pl in policy.pools.values() for p in pl.profiles})
+                    yield Finding(
+                        "mig-profile-unavailable",
+                        _cpath(state, c, "resources", "limits", key),
+                        f"no GPU model in the catalog offers {key}; profiles on this platform's pools: "
+                        f"{', '.join(known) or 'none'}",
+                        state.class_name,
+                    )
+
+
+@rule(
+    "gpu-kind-mixed",
+    Action.DENY,
+    "whole GPUs and MIG/shared slices in one container; >1 MIG device per container",
+)
+def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
+    for state in ctx.states:
+        for c in state.judged.containers:
+            fams = c.gpu_families
+            if len(fams) > 1:
+                keys = ", ".join(k for k, f in c.families.items() if f in (WHOLE, MIG, SHARED, HAMI))
+                yield Finding(
+                    "gpu-kind-mixed",
+                    _cpath(state, c, "resources"),
+                    f"container {c.name!r} mixes device kinds ({keys}); a container gets whole GPUs or "
+                    "one kind of slice, not both",
+                    state.class_name,
+                )
+            mig = sum((c.amount(k) or 0) for k, f in c.families.items() if f == MIG)
+            if mig > 1:
+                yield Finding(
+                    "gpu-kind-mixed",
+                    _cpath(state, c, "resources"),
+                    f"container {c.name!r} asks for {mig} MIG devices; only one is visible per container "
+                    "(split the work across containers or use whole GPUs)",
+                    state.class_name,
+                )
+
+
+@rule("gpu-count-exceeded", Action.DENY, "GPUs per pod above the class maximum or the pool's GPUs per node")
+def gpu_count_exceeded(ctx: Context) -> Iterable[Finding]:
+    yield from resolution_findings(ctx, "gpu-count-exceeded")
+    for state in ctx.states:
+        devices = state.judged.effective_devices()
+        if devices == 0:
+            continue
+        cls = state.cls
+        path = state.view.dotted("spec", "containers")
+        if cls is not None and cls.max_gpus is not None and devices > cls.max_gpus:
+            yield Finding(
+                "gpu-count-exceeded",
+                path,
+                f"{devices} GPUs per pod exceed class {state.class_name!r}'s maximum of {cls.max_gpus}",
+                state.class_name,
+            )
+        pool = judged_pool(ctx, state)
+        if pool is not None and devices > pool.spec.gpus_per_node:
+            yield Finding(
+                "gpu-count-exceeded",
+                path,
+                f"{devices} GPUs per pod can never fit pool {pool.name}'s {pool.spec.gpus_per_node} "
+                "GPUs per node",
+                state.class_name,
+            )
+
+
+@rule("gpu-memory-exceeded", Action.DENY, "gpu-memory larger than any profile / card of the pool")
+def gpu_memory_exceeded(ctx: Context) -> Iterable[Finding]:
+    yield from resolution_findings(ctx, "gpu-memory-exceeded")
+    for state in ctx.states:
+        res, intent = state.resolution, state.intent
+        if res is None or intent is None or res.memory is None or res.cls.max_gpu_memory is None:
+            continue
+        limit = parse_quantity(res.cls.max_gpu_memory)
+        if res.memory > limit:
+            yield Finding(
+                "gpu-memory-exceeded",
+                intent.paths.get(ctx.policy.keys.gpu_memory, intent.class_path),
+                f"{format_bytes(res.memory)} of GPU memory exceeds class {intent.class_name!r}'s "
+                f"maximum of {format_bytes(limit)}",
+                intent.class_name,
+            )
+
+
+@rule("whole-gpu-waste", Action.WARN, "exclusive GPU whose gpu-memory is <= a policy fraction of the card")
+def whole_gpu_waste(ctx: Context) -> Iterable[Finding]:
+    fraction = ctx.policy.settings.waste_fraction
+    for state in ctx.states:
+        res, intent = state.resolution, state.intent
+        if res is None or intent is None or res.isolation is not Isolation.EXCLUSIVE or res.memory is None:
+            continue
+        card = res.pool.gpu.memory
+        if res.memory <= card * Fraction(fraction).limit_denominator(1000):
+            share = int(res.memory * 100 / card)
+            hint = ""
+            profile = next((p for p in _all_profiles(ctx) if p.plain and p.memory >= res.memory), None)
+            if profile is not None:
+                hint = f" (e.g. MIG {profile.name})"
+            yield Finding(
+                "whole-gpu-waste",
+                intent.paths.get(ctx.policy.keys.gpu_memory, intent.class_path),
+                f"{format_bytes(res.memory)} on a whole {res.pool.spec.gpu_model} uses {share}% of "
+                f"its memory; use isolation mig or shared{hint}",
+                intent.class_name,
+            )
+
+
+def _all_profiles(ctx: Context):
+    seen = []
+    for pool in ctx.policy.pools.values():
+        seen.extend(pool.profiles)
+    return sorted(seen, key=lambda p: (p.memory, p.slices))

@@ -1,0 +1,38 @@
+"""Rules on the object's shape where the apiserver would silently drop or reject what the user meant."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from webhook.engine.context import Context, Finding
+from webhook.engine.decision import Action
+from webhook.engine.rules.registry import rule
+from webhook.engine.volcano_fields import KNOWN_MIXUPS, unknown_fields
+from webhook.engine.workload import Kind, dotted
+
+
+@rule(
+    "unknown-field",
+    Action.DENY,
+    "a Volcano Job field the CRD does not have (kubectl fails or the field vanishes)",
+)
+def unknown_field(ctx: Context) -> Iterable[Finding]:
+    if ctx.kind is not Kind.VOLCANO_JOB:
+        return
+    cname = ctx.primary.class_name if ctx.primary is not None else None
+    for path, key, known in unknown_fields(ctx.obj):
+        hint = KNOWN_MIXUPS.get(key)
+        if hint is None:
+            close = difflib.get_close_matches(key, known, n=1, cutoff=0.6)
+            hint = close[0] if close else None
+        suggestion = f"; did you mean {hint}?" if hint else f"; valid here: {', '.join(known)}"
+        extra = (
+            " (minMember is a PodGroup field; a Volcano Job says minAvailable)" if key == "minMember" else ""
+        )
+        yield Finding(
+            "unknown-field",
+            dotted(path),
+            f"{key!r} is not a field of a Volcano Job{extra}{suggestion}",
+            cname,
+        )

@@ -1,0 +1,224 @@
+"""The policy as the engine uses it: merged, cross-checked, with lookups precomputed once per load.
+
+Everything here is derived from the validated ``PolicySpec`` so that the per-request path does no
+parsing, no catalog search and no string building that could have been done at load time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from fractions import Fraction
+
+from webhook.policy.model import (
+    Entitlement,
+    GPUModel,
+    Isolation,
+    LabelSelector,
+    PolicySpec,
+    Pool,
+    RuleSettings,
+    Settings,
+    WorkloadClass,
+    mig_profile_memory_gib,
+    mig_profile_slices,
+    mig_resource_name,
+)
+from webhook.quantity import GIB, parse_quantity
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    resource: str
+    memory: int  # bytes
+    slices: int
+    max: int
+
+    @property
+    def plain(self) -> bool:
+        """Plain profiles (no ``+me``/``-me``/``+gfx`` suffix) are the ones chosen by memory size."""
+        return "+" not in self.name and "-" not in self.name
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledModel:
+    name: str
+    memory: int  # bytes
+    product: str | None
+    profiles: tuple[Profile, ...]
+
+    @classmethod
+    def build(cls, name: str, model: GPUModel) -> CompiledModel:
+        profiles = tuple(
+            Profile(
+                name=p.name,
+                resource=mig_resource_name(p.name),
+                memory=mig_profile_memory_gib(p.name) * GIB,
+                slices=mig_profile_slices(p.name),
+                max=p.max,
+            )
+            for p in model.mig
+        )
+        return cls(name, int(parse_quantity(model.memory)), model.product, profiles)
+
+
+@dataclass(frozen=True, slots=True)
+class CompiledPool:
+    name: str
+    spec: Pool
+    gpu: CompiledModel
+    profiles: tuple[Profile, ...]  # offered on this pool, smallest memory first
+    tolerations: tuple[dict[str, object], ...]
+    rdma_shm: int | None
+
+    @property
+    def isolation(self) -> tuple[Isolation, ...]:
+        return self.spec.isolation
+
+    def smallest_profile(self, memory: Fraction) -> Profile | None:
+        for profile in self.profiles:
+            if profile.plain and profile.memory >= memory:
+                return profile
+        return None
+
+    @property
+    def largest_slice(self) -> int:
+        plain = [p.memory for p in self.profiles if p.plain]
+        return max(plain) if plain else self.gpu.memory
+
+
+@dataclass(frozen=True, slots=True)
+class IntentKeys:
+    """The intent contract's keys under the policy's prefix (SPEC §2)."""
+
+    workload: str
+    gpus: str
+    gpu_memory: str
+    isolation: str
+    gpu_model: str
+    pool: str
+    rdma: str
+    gang: str
+    gang_size: str
+    topology: str
+    container: str
+
+    @classmethod
+    def for_prefix(cls, prefix: str) -> IntentKeys:
+        return cls(
+            **{
+                name: f"{prefix}/{name.replace('_', '-')}"
+                for name in cls.__dataclass_fields__  # type: ignore[attr-defined]
+            }
+        )
+
+    @property
+    def annotations(self) -> tuple[str, ...]:
+        return tuple(getattr(self, name) for name in self.__dataclass_fields__ if name != "workload")  # type: ignore[attr-defined]
+
+
+@dataclass(frozen=True)
+class Policy:
+    """An immutable, ready-to-evaluate policy. Swapped as a whole on reload, never edited."""
+
+    spec: PolicySpec
+    settings: Settings
+    models: dict[str, CompiledModel]
+    pools: dict[str, CompiledPool]
+    classes: dict[str, WorkloadClass]
+    namespaces: tuple[Entitlement, ...]
+    rules: dict[str, RuleSettings]
+    keys: IntentKeys
+    sources: tuple[str, ...] = ()
+    digest: str = ""
+    gpu_prefixes: tuple[str, ...] = ()
+    rdma_resources: frozenset[str] = frozenset()
+    mig_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # resource -> models offering it
+
+    @classmethod
+    def compile(cls, spec: PolicySpec, sources: tuple[str, ...] = (), raw: bytes = b"") -> Policy:
+        from webhook.policy.catalog import BUILTIN_GPU_MODELS
+
+        settings = spec.settings or Settings()
+        models = {
+            name: CompiledModel.build(name, GPUModel.model_validate(data))
+            for name, data in BUILTIN_GPU_MODELS.items()
+        }
+        for name, model in spec.gpu_models.items():
+            models[name] = CompiledModel.build(name, model)
+        pools: dict[str, CompiledPool] = {}
+        for name, pool in spec.pools.items():
+            gpu = models[pool.gpu_model]
+            offered = gpu.profiles
+            if pool.mig is not None and pool.mig.profiles is not None:
+                wanted = set(pool.mig.profiles)
+                offered = tuple(p for p in offered if p.name in wanted)
+            if pool.mig is None:
+                offered = ()
+            offered = tuple(sorted(offered, key=lambda p: (p.memory, p.slices)))
+            shm = pool.rdma.shm_size if pool.rdma is not None else None
+            pools[name] = CompiledPool(
+                name=name,
+                spec=pool,
+                gpu=gpu,
+                profiles=offered,
+                tolerations=tuple(t.as_k8s() for t in pool.tolerations),
+                rdma_shm=int(parse_quantity(shm)) if shm is not None else None,
+            )
+        rdma = frozenset(
+            p.spec.rdma.resource.name for p in pools.values() if p.spec.rdma and p.spec.rdma.resource
+        )
+        mig: dict[str, list[str]] = {}
+        for model in models.values():
+            for profile in model.profiles:
+                mig.setdefault(profile.resource, []).append(model.name)
+        return cls(
+            spec=spec,
+            settings=settings,
+            models=models,
+            pools=pools,
+            classes=dict(spec.classes),
+            namespaces=spec.namespaces,
+            rules=dict(spec.rules),
+            keys=IntentKeys.for_prefix(settings.prefix),
+            sources=sources,
+            digest=hashlib.sha256(raw).hexdigest()[:12] if raw else "",
+            gpu_prefixes=settings.gpu_resource_prefixes,
+            rdma_resources=rdma | frozenset({"rdma/"}),
+            mig_resources={k: tuple(v) for k, v in mig.items()},
+        )
+
+    # --- entitlement -------------------------------------------------------------------------
+
+    def entitlement(self, labels: dict[str, str]) -> Entitlement | None:
+        """First namespace rule whose selector matches: ordered like a firewall, last one is the default."""
+        for rule in self.namespaces:
+            if rule.selector.matches(labels):
+                return rule
+        return None
+
+    def entitled_pools(self, entitlement: Entitlement | None, class_name: str | None) -> tuple[str, ...]:
+        if entitlement is None:
+            return ()
+        names: list[str] = []
+        classes = (class_name,) if class_name else entitlement.classes
+        for cname in classes:
+            if cname not in entitlement.classes or cname not in self.classes:
+                continue
+            for pool in self.classes[cname].pools:
+                if entitlement.pools is not None and pool not in entitlement.pools:
+                    continue
+                if pool not in names:
+                    names.append(pool)
+        return tuple(names)
+
+    def is_gpu_resource(self, name: str) -> bool:
+        return name.startswith(self.gpu_prefixes)
+
+    def is_rdma_resource(self, name: str) -> bool:
+        return name in self.rdma_resources or name.startswith("rdma/")
+
+
+def selector_matches(selector: LabelSelector, labels: dict[str, str]) -> bool:
+    return selector.matches(labels)

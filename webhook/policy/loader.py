@@ -1,0 +1,452 @@
+"""Load ``policies/*.yaml`` into one compiled ``Policy``, or fail with every problem at file:line:column.
+
+A policy either loads completely or not at all: the caller (server reload, ``check``, ``policy lint``)
+keeps the previous policy on failure, so a half-read policy can never be served.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import types
+import typing
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from webhook import yamlpos
+from webhook.policy.compiled import Policy
+from webhook.policy.model import API_VERSION, KIND, Isolation, PolicyDocument, PolicySpec
+from webhook.yamlpos import Position
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyIssue:
+    file: str
+    line: int
+    column: int
+    path: str
+    message: str
+    hint: str = ""
+    severity: str = "error"
+
+    def render(self) -> str:
+        where = f"{self.file}:{self.line}:{self.column}"
+        field_path = f" {self.path}:" if self.path else ""
+        hint = f" (hint: {self.hint})" if self.hint else ""
+        return f"{where}: {self.severity}:{field_path} {self.message}{hint}"
+
+
+class PolicyError(Exception):
+    """Raised with *all* issues found, so one lint run shows everything to fix."""
+
+    def __init__(self, issues: Sequence[PolicyIssue]):
+        self.issues = tuple(issues)
+        super().__init__("\n".join(i.render() for i in self.issues))
+
+
+@dataclass
+class _Source:
+    file: str
+    doc: yamlpos.Document
+
+
+@dataclass
+class _Merge:
+    spec: dict[str, Any] = field(default_factory=dict)
+    origin: dict[tuple[str, str], _Source] = field(default_factory=dict)  # (section, name) -> source
+    namespaces: list[tuple[_Source, int]] = field(default_factory=list)
+    settings_source: _Source | None = None
+
+
+def policy_files(path: str | Path) -> list[Path]:
+    """The files a policy directory contributes: top-level ``*.yaml``/``*.yml``, sorted by name.
+
+    Sub-directories (``policies/tests``) and Kubernetes ConfigMap internals (``..data``) are skipped.
+    """
+    root = Path(path)
+    if root.is_file():
+        return [root]
+    if not root.is_dir():
+        raise PolicyError(
+            [PolicyIssue(str(root), 0, 0, "", "policy path does not exist", "pass --policy DIR")]
+        )
+    files = sorted(
+        p
+        for p in root.iterdir()
+        if p.suffix in (".yaml", ".yml") and not p.name.startswith(".") and p.is_file()
+    )
+    if not files:
+        raise PolicyError(
+            [
+                PolicyIssue(
+                    str(root), 0, 0, "", "no *.yaml policy files in this directory", "add a GPUPolicy file"
+                )
+            ]
+        )
+    return files
+
+
+def load_policy(path: str | Path) -> Policy:
+    files = policy_files(path)
+    texts: list[tuple[str, str]] = []
+    issues: list[PolicyIssue] = []
+    for file in files:
+        try:
+            texts.append((str(file), file.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            issues.append(PolicyIssue(str(file), 0, 0, "", f"cannot read: {exc}"))
+    if issues:
+        raise PolicyError(issues)
+    return load_policy_texts(texts)
+
+
+def load_policy_texts(texts: Iterable[tuple[str, str]]) -> Policy:
+    """Parse, validate, merge and cross-check; the one entry point for every caller and test."""
+    issues: list[PolicyIssue] = []
+    documents: list[tuple[_Source, PolicyDocument]] = []
+    digest = hashlib.sha256()
+    names: list[str] = []
+    for file, text in texts:
+        names.append(file)
+        digest.update(file.encode() + b"\0" + text.encode() + b"\0")
+        for item in yamlpos.iter_documents(text, with_nodes=True):
+            if isinstance(item, yamlpos.SyntaxProblem):
+                issues.append(
+                    PolicyIssue(file, item.line, item.column, "", f"YAML syntax error: {item.problem}")
+                )
+                continue
+            source = _Source(file, item)
+            for dup_path, pos in yamlpos.duplicate_keys(item.node):
+                issues.append(
+                    PolicyIssue(
+                        file, pos.line, pos.column, _dotted(dup_path), "duplicate key", "keep one of them"
+                    )
+                )
+            if not isinstance(item.data, dict):
+                issues.append(
+                    PolicyIssue(
+                        file, item.line, 1, "", "a policy document must be a mapping (apiVersion, kind, spec)"
+                    )
+                )
+                continue
+            if item.data.get("kind") != KIND or item.data.get("apiVersion") != API_VERSION:
+                pos = item.position(("kind",))
+                issues.append(
+                    PolicyIssue(
+                        file,
+                        pos.line,
+                        pos.column,
+                        "kind",
+                        f"expected apiVersion {API_VERSION} and kind {KIND}, got "
+                        f"{item.data.get('apiVersion')!r}/{item.data.get('kind')!r}",
+                        "policy directories hold only GPUPolicy documents; tests go in policies/tests/",
+                    )
+                )
+                continue
+            try:
+                documents.append((source, PolicyDocument.model_validate(item.data)))
+            except ValidationError as exc:
+                issues.extend(_validation_issues(source, exc))
+    if not documents and not issues:
+        issues.append(PolicyIssue(names[0] if names else "", 0, 0, "", "no GPUPolicy document found"))
+    if issues:
+        raise PolicyError(issues)
+    merged = _merge(documents, issues)
+    if issues:
+        raise PolicyError(issues)
+    spec = _validate_merged(merged, issues)
+    if spec is None or issues:
+        raise PolicyError(issues)
+    _cross_check(spec, merged, issues)
+    if any(i.severity == "error" for i in issues):
+        raise PolicyError(issues)
+    return Policy.compile(spec, tuple(names), digest.digest())
+
+
+# --- merge ---------------------------------------------------------------------------------------
+
+
+def _merge(documents: list[tuple[_Source, PolicyDocument]], issues: list[PolicyIssue]) -> _Merge:
+    merge = _Merge()
+    spec: dict[str, Any] = {"gpuModels": {}, "pools": {}, "classes": {}, "namespaces": [], "rules": {}}
+    for source, doc in documents:
+        raw_spec = source.doc.data.get("spec") or {}
+        if "settings" in raw_spec:
+            if merge.settings_source is not None:
+                pos = source.doc.position(("spec", "settings"))
+                first = merge.settings_source
+                issues.append(
+                    PolicyIssue(
+                        source.file,
+                        pos.line,
+                        pos.column,
+                        "spec.settings",
+                        f"settings are already set in {first.file}:{first.doc.position(('spec', 'settings')).line}",
+                        "keep settings in one file",
+                    )
+                )
+            else:
+                merge.settings_source = source
+                spec["settings"] = raw_spec["settings"]
+        for section in ("gpuModels", "pools", "classes", "rules"):
+            for name, value in (raw_spec.get(section) or {}).items():
+                key = (section, name)
+                if key in merge.origin:
+                    pos = source.doc.position(("spec", section, name))
+                    first = merge.origin[key]
+                    issues.append(
+                        PolicyIssue(
+                            source.file,
+                            pos.line,
+                            pos.column,
+                            f"spec.{section}.{name}",
+                            f"{section[:-1] if section != 'gpuModels' else 'GPU model'} {name!r} is already defined "
+                            f"in {first.file}:{first.doc.position(('spec', section, name)).line}",
+                            "names must be unique across all policy files",
+                        )
+                    )
+                    continue
+                merge.origin[key] = source
+                spec[section][name] = value
+        for index, value in enumerate(raw_spec.get("namespaces") or []):
+            merge.namespaces.append((source, index))
+            spec["namespaces"].append(value)
+        del doc  # validated per document already; the merged dict is validated again as a whole
+    merge.spec = spec
+    return merge
+
+
+def _validate_merged(merge: _Merge, issues: list[PolicyIssue]) -> PolicySpec | None:
+    try:
+        return PolicySpec.model_validate(merge.spec)
+    except ValidationError as exc:  # only reachable through merge-level interactions
+        for err in exc.errors():
+            source, path = _merged_origin(merge, tuple(err["loc"]))
+            pos = source.doc.position(path) if source else Position(0, 0)
+            issues.append(
+                PolicyIssue(source.file if source else "", pos.line, pos.column, _dotted(path), err["msg"])
+            )
+        return None
+
+
+def _merged_origin(merge: _Merge, loc: tuple[Any, ...]) -> tuple[_Source | None, tuple[Any, ...]]:
+    if loc and loc[0] in ("gpuModels", "pools", "classes", "rules") and len(loc) > 1:
+        source = merge.origin.get((loc[0], loc[1]))
+        return source, ("spec", *loc)
+    if loc and loc[0] == "namespaces" and len(loc) > 1 and isinstance(loc[1], int):
+        source, index = merge.namespaces[loc[1]]
+        return source, ("spec", "namespaces", index, *loc[2:])
+    if loc and loc[0] == "settings":
+        return merge.settings_source, ("spec", *loc)
+    return None, ("spec", *loc)
+
+
+def _issue_at(
+    merge: _Merge, loc: tuple[Any, ...], message: str, hint: str = "", severity: str = "error"
+) -> PolicyIssue:
+    source, path = _merged_origin(merge, loc)
+    pos = source.doc.position(path) if source else Position(0, 0)
+    return PolicyIssue(
+        source.file if source else "", pos.line, pos.column, _dotted(path), message, hint, severity
+    )
+
+
+# --- cross references ------------------------------------------------------------------------------
+
+
+def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> None:
+    from webhook.engine.rules import RULES
+    from webhook.policy.catalog import BUILTIN_GPU_MODELS
+
+    models = set(BUILTIN_GPU_MODELS) | set(spec.gpu_models)
+    catalog = {
+        **{k: [p[0] for p in v["mig"]] for k, v in BUILTIN_GPU_MODELS.items()},  # type: ignore[index, union-attr]
+        **{k: [p.name for p in m.mig] for k, m in spec.gpu_models.items()},
+    }
+
+    def near(word: str, options: Iterable[str]) -> str:
+        match = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+        return f"did you mean {match[0]!r}?" if match else f"known: {', '.join(sorted(options))}"
+
+    for name, pool in spec.pools.items():
+        if pool.gpu_model not in models:
+            issues.append(
+                _issue_at(
+                    merge,
+                    ("pools", name, "gpuModel"),
+                    f"unknown GPU model {pool.gpu_model!r}",
+                    near(pool.gpu_model, models),
+                )
+            )
+            continue
+        offered = catalog[pool.gpu_model]
+        if pool.mig is not None:
+            if not offered:
+                issues.append(
+                    _issue_at(
+                        merge,
+                        ("pools", name, "mig"),
+                        f"{pool.gpu_model} has no MIG profiles",
+                        "remove the mig section or pick a MIG-capable model",
+                    )
+                )
+            for i, profile in enumerate(pool.mig.profiles or ()):
+                if profile not in offered:
+                    issues.append(
+                        _issue_at(
+                            merge,
+                            ("pools", name, "mig", "profiles", i),
+                            f"{pool.gpu_model} has no MIG profile {profile!r}",
+                            f"valid: {', '.join(offered)}",
+                        )
+                    )
+        if pool.adopt_as is not None and pool.adopt_as not in spec.classes:
+            issues.append(
+                _issue_at(
+                    merge,
+                    ("pools", name, "adoptAs"),
+                    f"unknown class {pool.adopt_as!r}",
+                    near(pool.adopt_as, spec.classes),
+                )
+            )
+    for name, cls in spec.classes.items():
+        for i, pool_name in enumerate(cls.pools):
+            if pool_name not in spec.pools:
+                issues.append(
+                    _issue_at(
+                        merge,
+                        ("classes", name, "pools", i),
+                        f"unknown pool {pool_name!r}",
+                        near(pool_name, spec.pools),
+                    )
+                )
+                continue
+            pool = spec.pools[pool_name]
+            if not set(cls.isolation.permitted) & set(pool.isolation):
+                issues.append(
+                    _issue_at(
+                        merge,
+                        ("classes", name, "pools", i),
+                        f"pool {pool_name!r} serves {_names(pool.isolation)} but class {name!r} allows only "
+                        f"{_names(cls.isolation.permitted)}",
+                        "add a matching isolation to the pool or the class",
+                    )
+                )
+    for index, ent in enumerate(spec.namespaces):
+        for i, cname in enumerate(ent.classes):
+            if cname not in spec.classes:
+                issues.append(
+                    _issue_at(
+                        merge,
+                        ("namespaces", index, "classes", i),
+                        f"unknown class {cname!r}",
+                        near(cname, spec.classes),
+                    )
+                )
+        for i, pname in enumerate(ent.pools or ()):
+            if pname not in spec.pools:
+                issues.append(
+                    _issue_at(
+                        merge,
+                        ("namespaces", index, "pools", i),
+                        f"unknown pool {pname!r}",
+                        near(pname, spec.pools),
+                    )
+                )
+    for rule_id, settings in spec.rules.items():
+        if rule_id not in RULES:
+            issues.append(
+                _issue_at(merge, ("rules", rule_id), f"unknown rule id {rule_id!r}", near(rule_id, RULES))
+            )
+            continue
+        for cname in settings.classes:
+            if cname not in spec.classes:
+                issues.append(
+                    _issue_at(
+                        merge,
+                        ("rules", rule_id, "classes", cname),
+                        f"unknown class {cname!r}",
+                        near(cname, spec.classes),
+                    )
+                )
+
+
+def _names(items: Iterable[Isolation]) -> str:
+    return "/".join(i.value for i in items)
+
+
+# --- pydantic errors -> file:line:column with hints -------------------------------------------------
+
+
+def _validation_issues(source: _Source, exc: ValidationError) -> list[PolicyIssue]:
+    out: list[PolicyIssue] = []
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if p != "[key]")
+        pos = source.doc.position(loc)
+        message, hint = err["msg"], ""
+        if err["type"] == "extra_forbidden":
+            parent = _model_at(PolicyDocument, loc[:-1])
+            if parent is not None:
+                fields = [f.alias or n for n, f in parent.model_fields.items()]
+                match = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.5)
+                message = f"unknown field {loc[-1]!r}"
+                hint = f"did you mean {match[0]!r}?" if match else f"valid fields: {', '.join(fields)}"
+        elif err["type"] == "missing":
+            message = f"required field {loc[-1]!r} is missing"
+        elif err["type"] in ("literal_error", "enum"):
+            message = f"{err['msg']} (got {err.get('input')!r})"
+        elif message.startswith("Value error, "):
+            message = message[len("Value error, ") :]
+        out.append(PolicyIssue(source.file, pos.line, pos.column, _dotted(loc), message, hint))
+    return out
+
+
+def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
+    """Follow a pydantic error location through the model classes (for 'did you mean' hints)."""
+    current: Any = model
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            by_alias = {(f.alias or n): f for n, f in current.model_fields.items()}
+            fld = by_alias.get(str(part)) or current.model_fields.get(str(part))
+            if fld is None:
+                return None
+            current = fld.annotation
+            continue
+        origin = typing.get_origin(current)
+        args = typing.get_args(current)
+        if origin in (dict, typing.Mapping) and args:
+            current = args[1]
+        elif origin in (tuple, list) and args:
+            current = args[0]
+        else:
+            return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    while True:
+        origin = typing.get_origin(annotation)
+        if origin is typing.Annotated:
+            annotation = typing.get_args(annotation)[0]
+        elif origin in (typing.Union, types.UnionType):
+            args = [a for a in typing.get_args(annotation) if a is not type(None)]
+            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+            annotation = models[0] if models else args[0]
+        else:
+            return annotation
+
+
+def _dotted(path: Sequence[Any]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out

@@ -1,0 +1,407 @@
+"""The policy format (``apiVersion: gpu-admission.io/v1``, ``kind: GPUPolicy``) as strict pydantic models.
+
+Unknown fields are errors, every model is frozen, and field names on the wire are camelCase like
+every Kubernetes object the platform team already writes. One file is a *document*; all documents
+in the policy directory are merged into one ``PolicySpec`` by ``webhook.policy.loader``.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from webhook.actions import Action
+from webhook.quantity import QuantityError, parse_quantity
+
+API_VERSION = "gpu-admission.io/v1"
+KIND = "GPUPolicy"
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_LABEL_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+_RESOURCE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_MIG_PROFILE = re.compile(r"^([1-8])g\.([0-9]+)gb([+-][a-z.]+)?$")
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+
+
+def _quantity(value: object) -> str:
+    try:
+        amount = parse_quantity(value)
+    except QuantityError as exc:
+        raise ValueError(str(exc)) from None
+    if amount <= 0:
+        raise ValueError(f"{value!r} must be greater than zero")
+    return str(value)
+
+
+def _dns_label(value: str) -> str:
+    if not _DNS_LABEL.match(value) or len(value) > 63:
+        raise ValueError(f"{value!r} must be a DNS-1123 label (lower case, digits, '-'; at most 63)")
+    return value
+
+
+def _label_key(value: str) -> str:
+    if not _LABEL_KEY.match(value):
+        raise ValueError(f"{value!r} is not a valid Kubernetes label key")
+    return value
+
+
+Quantity = Annotated[str | int, AfterValidator(_quantity)]
+Name = Annotated[str, AfterValidator(_dns_label)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+
+
+class Isolation(StrEnum):
+    EXCLUSIVE = "exclusive"
+    MIG = "mig"
+    SHARED = "shared"
+
+
+class TopologyLevel(StrEnum):
+    NODE = "node"
+    SWITCH = "switch"
+    RACK = "rack"
+    ZONE = "zone"
+
+
+TOPOLOGY_ORDER = (TopologyLevel.NODE, TopologyLevel.SWITCH, TopologyLevel.RACK, TopologyLevel.ZONE)
+
+
+class SharingProvider(StrEnum):
+    ALIYUN_CGPU = "aliyun-cgpu"
+    HAMI = "hami"
+    VOLCANO_VGPU = "volcano-vgpu"
+    TENCENT_QGPU = "tencent-qgpu"
+    TIME_SLICING = "time-slicing"
+
+
+class GangBackend(StrEnum):
+    NONE = "none"
+    VOLCANO = "volcano"
+    KUEUE = "kueue"
+    COSCHEDULING = "coscheduling"
+
+
+class QoS(StrEnum):
+    ANY = "Any"
+    GUARANTEED = "Guaranteed"
+
+
+# --- GPU catalog -----------------------------------------------------------------------------
+
+
+class MigProfile(Model):
+    """One MIG profile of a GPU model: ``1g.10gb`` with at most ``max`` instances per GPU."""
+
+    name: str
+    max: int = Field(1, ge=1, le=8)
+
+    @field_validator("name")
+    @classmethod
+    def _profile_name(cls, value: str) -> str:
+        if not _MIG_PROFILE.match(value):
+            raise ValueError(f"{value!r} is not a MIG profile name like '1g.10gb' or '1g.10gb+me'")
+        return value
+
+
+class GPUModel(Model):
+    memory: Quantity
+    product: str | None = Field(None, description="GFD `nvidia.com/gpu.product` value (single MIG strategy)")
+    mig: tuple[MigProfile, ...] = ()
+
+    @field_validator("mig", mode="before")
+    @classmethod
+    def _pairs(cls, value: object) -> object:
+        # The built-in catalog writes profiles as [name, max] pairs; policies may write either form.
+        if isinstance(value, list):
+            return [
+                {"name": item[0], "max": item[1]}
+                if isinstance(item, list | tuple) and len(item) == 2
+                else item
+                for item in value
+            ]
+        return value
+
+
+# --- pools -------------------------------------------------------------------------------------
+
+
+class Toleration(Model):
+    key: str | None = None
+    operator: Literal["Exists", "Equal"] | None = None
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    toleration_seconds: int | None = None
+
+    def as_k8s(self) -> dict[str, object]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
+class MigConfig(Model):
+    strategy: Literal["mixed", "single"] = "mixed"
+    profiles: tuple[str, ...] | None = Field(
+        None,
+        description="profiles the pool's nodes are partitioned into; default: every profile of the model",
+    )
+
+
+class SharingConfig(Model):
+    provider: SharingProvider
+    renamed: bool = Field(
+        False,
+        description="time-slicing: the device plugin advertises nvidia.com/gpu.shared (renameByDefault)",
+    )
+    cores: int | None = Field(None, ge=1, le=100, description="hami: nvidia.com/gpucores percent per slice")
+
+
+class RdmaResource(Model):
+    name: str
+    count: int = Field(1, ge=1)
+
+    @field_validator("name")
+    @classmethod
+    def _resource(cls, value: str) -> str:
+        if not _RESOURCE_NAME.match(value):
+            raise ValueError(f"{value!r} is not an extended resource name like 'rdma/rdma_shared_device_a'")
+        return value
+
+
+class RdmaConfig(Model):
+    networks: tuple[str, ...] = Field(
+        (), description="Multus networks, 'name', 'ns/name' or 'ns/name@ifname' (k8s.v1.cni.cncf.io/networks)"
+    )
+    resource: RdmaResource | None = None
+    capabilities: tuple[str, ...] = ("IPC_LOCK",)
+    shm_size: Quantity | None = Field("16Gi", description="memory-backed /dev/shm size; null to skip")
+    env: dict[str, str] = Field(default_factory=dict, description="NCCL variables; never override the user's")
+
+    @field_validator("networks")
+    @classmethod
+    def _networks(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            ref, _, ifname = entry.partition("@")
+            parts = ref.split("/")
+            if len(parts) > 2 or not all(_DNS_LABEL.match(p) for p in parts) or len(ifname) > 15:
+                raise ValueError(f"{entry!r} is not a Multus network reference like 'ns/name@net1'")
+        return value
+
+
+class Pool(Model):
+    description: str = ""
+    gpu_model: str
+    gpus_per_node: int = Field(..., ge=1, le=64)
+    nodes: int | None = Field(None, ge=1, description="node count, used by gang-unschedulable")
+    node_selector: dict[LabelKey, str] = Field(default_factory=dict)
+    tolerations: tuple[Toleration, ...] = ()
+    isolation: tuple[Isolation, ...] = Field(
+        (Isolation.EXCLUSIVE,), description="what the pool serves: exclusive, mig, shared"
+    )
+    mig: MigConfig | None = None
+    sharing: SharingConfig | None = None
+    rdma: RdmaConfig | None = None
+    topology: dict[TopologyLevel, LabelKey] = Field(
+        default_factory=dict, description="packing level -> node label key"
+    )
+    adopt_as: str | None = Field(
+        None, description="class given to raw GPU requests whose nodeSelector selects this pool"
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Pool:
+        if Isolation.MIG in self.isolation and self.mig is None:
+            raise ValueError(
+                "isolation lists 'mig' but the pool has no 'mig' section (strategy mixed|single)"
+            )
+        if Isolation.SHARED in self.isolation and self.sharing is None:
+            raise ValueError("isolation lists 'shared' but the pool has no 'sharing' section (provider)")
+        if not self.isolation:
+            raise ValueError("isolation must list at least one of exclusive, mig, shared")
+        return self
+
+
+# --- classes -----------------------------------------------------------------------------------
+
+
+class IsolationPolicy(Model):
+    default: Isolation = Isolation.EXCLUSIVE
+    allowed: tuple[Isolation, ...] | None = None
+
+    @model_validator(mode="after")
+    def _default_allowed(self) -> IsolationPolicy:
+        if self.allowed is not None and self.default not in self.allowed:
+            raise ValueError(
+                f"default {self.default.value!r} is not in allowed {[a.value for a in self.allowed]}"
+            )
+        return self
+
+    @property
+    def permitted(self) -> tuple[Isolation, ...]:
+        return self.allowed if self.allowed is not None else (self.default,)
+
+
+class GangPolicy(Model):
+    backend: GangBackend = GangBackend.NONE
+    required: bool = Field(False, description="multi-pod workloads of this class must form a gang")
+    all_or_nothing: bool = Field(True, description="deny partial gangs (minAvailable below the replicas)")
+    scheduler_name: str | None = Field(None, description="default: 'volcano' for the volcano backend")
+
+
+def _topology(value: str) -> str:
+    level, _, mode = value.partition(":")
+    if level != "none" and level not in TopologyLevel.__members__.values():
+        raise ValueError(f"{value!r}: level must be one of node, switch, rack, zone, none")
+    if mode not in ("", "required"):
+        raise ValueError(f"{value!r}: only ':required' may follow the level")
+    return value
+
+
+class WorkloadClass(Model):
+    description: str = ""
+    pools: tuple[str, ...] = Field(..., min_length=1, description="candidate pools in order of preference")
+    isolation: IsolationPolicy = IsolationPolicy()
+    max_gpus: int | None = Field(None, ge=1, alias="maxGPUs", description="GPUs per pod")
+    max_gpu_memory: Quantity | None = Field(None, alias="maxGPUMemory", description="per device")
+    default_gpu_memory: Quantity | None = Field(
+        None, alias="defaultGPUMemory", description="used when the intent has no gpu-memory"
+    )
+    gang: GangPolicy = GangPolicy()
+    rdma: bool = False
+    topology: Annotated[str, AfterValidator(_topology)] = "none"
+    priority_class_name: str | None = None
+    scheduler_name: str | None = None
+    qos: QoS = QoS.ANY
+    kueue_queue: str | None = None
+
+
+# --- namespaces --------------------------------------------------------------------------------
+
+
+class SelectorRequirement(Model):
+    key: LabelKey
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _values(self) -> SelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(Model):
+    match_labels: dict[LabelKey, str] = Field(default_factory=dict)
+    match_expressions: tuple[SelectorRequirement, ...] = ()
+
+    def matches(self, labels: dict[str, str]) -> bool:
+        for key, value in self.match_labels.items():
+            if labels.get(key) != value:
+                return False
+        for req in self.match_expressions:
+            present = req.key in labels
+            if req.operator == "In" and (not present or labels[req.key] not in req.values):
+                return False
+            if req.operator == "NotIn" and present and labels[req.key] in req.values:
+                return False
+            if req.operator == "Exists" and not present:
+                return False
+            if req.operator == "DoesNotExist" and present:
+                return False
+        return True
+
+
+class Entitlement(Model):
+    name: str = ""
+    selector: LabelSelector = LabelSelector()
+    classes: tuple[str, ...] = ()
+    pools: tuple[str, ...] | None = Field(None, description="restricts the classes' pools; default: all")
+    kueue_queue: str | None = None
+
+
+# --- rules -------------------------------------------------------------------------------------
+
+
+class NamespaceAction(Model):
+    selector: LabelSelector
+    action: Action
+
+
+class RuleSettings(Model):
+    action: Action | None = None
+    classes: dict[str, Action] = Field(default_factory=dict)
+    namespaces: tuple[NamespaceAction, ...] = ()
+    exempt: tuple[LabelSelector, ...] = ()
+
+
+class Settings(Model):
+    prefix: Annotated[str, AfterValidator(lambda v: _label_key(v + "/x") and v)] = "gpu-admission.io"
+    waste_fraction: float = Field(0.5, gt=0, le=1, description="whole-gpu-waste threshold")
+    failure: Literal["allow", "deny"] = Field(
+        "allow", description="what admission does when a rule raises: admit (logged) or deny"
+    )
+    gpu_resource_prefixes: tuple[str, ...] = Field(
+        alias="gpuResourcePrefixes",
+        default=(
+            "nvidia.com/gpu",
+            "nvidia.com/mig-",
+            "aliyun.com/gpu",
+            "volcano.sh/vgpu-",
+            "volcano.sh/gpu-",
+            "tke.cloud.tencent.com/qgpu",
+        ),
+        description="extended resources that count as GPUs (prefix match)",
+    )
+
+
+class PolicySpec(Model):
+    settings: Settings | None = None
+    gpu_models: dict[str, GPUModel] = Field(default_factory=dict, alias="gpuModels")
+    pools: dict[Name, Pool] = Field(default_factory=dict)
+    classes: dict[Name, WorkloadClass] = Field(default_factory=dict)
+    namespaces: tuple[Entitlement, ...] = ()
+    rules: dict[str, RuleSettings] = Field(default_factory=dict)
+
+
+class Metadata(Model):
+    name: str = ""
+    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=dict)
+
+
+class PolicyDocument(Model):
+    """One YAML document of the policy directory."""
+
+    api_version: Literal["gpu-admission.io/v1"]
+    kind: Literal["GPUPolicy"]
+    metadata: Metadata = Metadata()
+    spec: PolicySpec
+
+
+def mig_profile_memory_gib(profile: str) -> int:
+    """``3g.40gb+me`` -> 40: the number NVIDIA prints is the usable memory in (rounded) GB/GiB."""
+    match = _MIG_PROFILE.match(profile)
+    if not match:
+        raise ValueError(profile)
+    return int(match.group(2))
+
+
+def mig_profile_slices(profile: str) -> int:
+    match = _MIG_PROFILE.match(profile)
+    if not match:
+        raise ValueError(profile)
+    return int(match.group(1))
+
+
+def mig_resource_name(profile: str) -> str:
+    """The device plugin's name for a profile (v0.20+): ``+`` becomes ``.``."""
+    return "nvidia.com/mig-" + profile.replace("+", ".")
