@@ -11,7 +11,7 @@ import re
 from enum import StrEnum
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from webhook.actions import Action
@@ -331,14 +331,22 @@ class Entitlement(Model):
 # --- rules -------------------------------------------------------------------------------------
 
 
+def _yaml_off(value: object) -> object:
+    """YAML 1.1 reads an unquoted ``off`` as false: accept what the platform engineer meant."""
+    return "off" if value is False else value
+
+
+RuleAction = Annotated[Action, BeforeValidator(_yaml_off)]
+
+
 class NamespaceAction(Model):
     selector: LabelSelector
-    action: Action
+    action: RuleAction
 
 
 class RuleSettings(Model):
-    action: Action | None = None
-    classes: dict[str, Action] = Field(default_factory=dict)
+    action: RuleAction | None = None
+    classes: dict[str, RuleAction] = Field(default_factory=dict)
     namespaces: tuple[NamespaceAction, ...] = ()
     exempt: tuple[LabelSelector, ...] = ()
 
