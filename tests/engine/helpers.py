@@ -48,8 +48,14 @@ def pod(meta: dict | None = None, containers: list | None = None, name: str = "p
     }
 
 
-def job(meta: dict | None = None, containers: list | None = None, parallelism: int | None = 2, name: str = "train",
-        job_meta: dict | None = None, **spec: Any) -> dict:
+def job(
+    meta: dict | None = None,
+    containers: list | None = None,
+    parallelism: int | None = 2,
+    name: str = "train",
+    job_meta: dict | None = None,
+    **spec: Any,
+) -> dict:
     obj: dict[str, Any] = {
         "apiVersion": "batch/v1",
         "kind": "Job",
@@ -66,8 +72,15 @@ def job(meta: dict | None = None, containers: list | None = None, parallelism: i
     return obj
 
 
-def vcjob(meta: dict | None = None, replicas: int = 8, name: str = "train-qwen", min_available: int | None = 8,
-          containers: list | None = None, job_meta: dict | None = None, tasks: list | None = None) -> dict:
+def vcjob(
+    meta: dict | None = None,
+    replicas: int = 8,
+    name: str = "train-qwen",
+    min_available: int | None = 8,
+    containers: list | None = None,
+    job_meta: dict | None = None,
+    tasks: list | None = None,
+) -> dict:
     obj: dict[str, Any] = {
         "apiVersion": "batch.volcano.sh/v1alpha1",
         "kind": "Job",
@@ -172,8 +185,10 @@ def volcano_errors(obj: dict) -> list[str]:
 
 def _closed(schema: Any) -> Any:
     if isinstance(schema, dict):
-        if schema.get("type") == "object" and "properties" in schema and not schema.get(
-            "x-kubernetes-preserve-unknown-fields"
+        if (
+            schema.get("type") == "object"
+            and "properties" in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
         ):
             schema.setdefault("additionalProperties", False)
         for value in schema.values():
@@ -188,8 +203,9 @@ def assert_valid(obj: dict) -> None:
     if obj.get("apiVersion", "").startswith("batch.volcano.sh"):
         errors = volcano_errors(obj)
         for task in obj["spec"].get("tasks", []):
-            errors += k8s_errors({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t"},
-                                  "spec": task["template"]["spec"]})
+            errors += k8s_errors(
+                {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t"}, "spec": task["template"]["spec"]}
+            )
     else:
         errors = k8s_errors(obj)
     assert not errors, errors

@@ -58,8 +58,10 @@ def test_exclusive_n_gpus_become_nvidia_gpu_limit(policy):
 def test_mig_mixed_picks_smallest_profile_that_holds_the_memory(policy, memory, resource):
     d = run(policy, pod(intent("inference", gpu_memory=memory)))
     assert limits(mutated(d)) == {resource: "1"}
-    assert any(resource in line for line in evaluate(policy, pod(intent("inference", gpu_memory=memory)),
-                                                      explain=True).explanation)
+    assert any(
+        resource in line
+        for line in evaluate(policy, pod(intent("inference", gpu_memory=memory)), explain=True).explanation
+    )
 
 
 def test_mig_memory_larger_than_every_profile_is_denied(policy):
@@ -79,9 +81,7 @@ def test_mig_single_strategy_uses_gpu_and_product_selector(providers):
     }
 
 
-@pytest.mark.parametrize(
-    ("memory", "gib"), [("4Gi", "4"), ("4.5Gi", "5"), ("3000Mi", "3"), ("1G", "1")]
-)
+@pytest.mark.parametrize(("memory", "gib"), [("4Gi", "4"), ("4.5Gi", "5"), ("3000Mi", "3"), ("1G", "1")])
 def test_shared_aliyun_cgpu_is_gib_rounded_up(policy, memory, gib):
     d = run(policy, pod(intent("dev", gpu_memory=memory)))
     assert limits(mutated(d)) == {"aliyun.com/gpu-mem": gib}
@@ -141,9 +141,14 @@ def test_init_container_can_be_the_gpu_container(policy):
 
 
 def test_pool_selector_and_tolerations_are_merged_not_replaced(policy):
-    p = pod(intent("inference", gpu_memory="4Gi"), nodeSelector={"disk": "ssd"},
-            tolerations=[{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
-                         {"key": "spot", "operator": "Exists"}])
+    p = pod(
+        intent("inference", gpu_memory="4Gi"),
+        nodeSelector={"disk": "ssd"},
+        tolerations=[
+            {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+            {"key": "spot", "operator": "Exists"},
+        ],
+    )
     d = run(policy, p)
     spec = template_spec(mutated(d))
     assert spec["nodeSelector"] == {"disk": "ssd", "workload": "gpu-infer"}
@@ -178,8 +183,9 @@ def test_user_priority_class_and_scheduler_are_kept(policy):
 
 
 def test_rdma_injects_networks_device_ipc_lock_shm_and_nccl_env(policy):
-    c = container(env=[{"name": "NCCL_IB_HCA", "value": "mlx5_0"}],
-                  securityContext={"capabilities": {"add": ["SYS_PTRACE"]}})
+    c = container(
+        env=[{"name": "NCCL_IB_HCA", "value": "mlx5_0"}], securityContext={"capabilities": {"add": ["SYS_PTRACE"]}}
+    )
     d = run(policy, pod(intent("training", gpus=8), [c]), training=True)
     out = mutated(d)
     spec = template_spec(out)
@@ -192,8 +198,11 @@ def test_rdma_injects_networks_device_ipc_lock_shm_and_nccl_env(policy):
     env = {e["name"]: e["value"] for e in ctr["env"]}
     assert env["NCCL_IB_HCA"] == "mlx5_0"  # the user's value wins
     assert env["NCCL_SOCKET_IFNAME"] == "eth0"
-    assert {"op": "add", "path": "/spec/containers/0/resources/limits/rdma~1rdma_shared_device_a", "value": "1"} \
-        in d.patch
+    assert {
+        "op": "add",
+        "path": "/spec/containers/0/resources/limits/rdma~1rdma_shared_device_a",
+        "value": "1",
+    } in d.patch
     assert_valid(out)
 
 
@@ -203,8 +212,10 @@ def test_rdma_injects_networks_device_ipc_lock_shm_and_nccl_env(policy):
         ("other-net", "other-net,rdma-net-a@net1"),
         ("other-net, rdma-net-a@net1", None),
         ("ns1/rdma-net-a@net1", None),
-        ('[{"name":"macvlan-conf","ips":["10.1.1.101/24"]}]',
-         '[{"name":"macvlan-conf","ips":["10.1.1.101/24"]},{"name":"rdma-net-a","interface":"net1"}]'),
+        (
+            '[{"name":"macvlan-conf","ips":["10.1.1.101/24"]}]',
+            '[{"name":"macvlan-conf","ips":["10.1.1.101/24"]},{"name":"rdma-net-a","interface":"net1"}]',
+        ),
         ('[{"name":"rdma-net-a","interface":"net1"}]', None),
     ],
 )
@@ -220,8 +231,9 @@ def test_multus_networks_merge_in_both_formats(policy, existing, expected):
 
 def test_existing_dev_shm_mount_is_left_alone(policy):
     c = container(volumeMounts=[{"name": "mine", "mountPath": "/dev/shm"}])
-    out = mutated(run(policy, pod(intent("training", gpus=8), [c], volumes=[{"name": "mine", "emptyDir": {}}]),
-                      training=True))
+    out = mutated(
+        run(policy, pod(intent("training", gpus=8), [c], volumes=[{"name": "mine", "emptyDir": {}}]), training=True)
+    )
     spec = template_spec(out)
     assert spec["volumes"] == [{"name": "mine", "emptyDir": {}}]
     assert spec["containers"][0]["volumeMounts"] == [{"name": "mine", "mountPath": "/dev/shm"}]
@@ -284,7 +296,8 @@ def test_coscheduling_gang_label(providers):
 def test_topology_preferred_terms_fine_to_coarse(policy):
     out = mutated(run(policy, job(intent("training", gpus=8), parallelism=4), training=True))
     terms = out["spec"]["template"]["spec"]["affinity"]["podAffinity"][
-        "preferredDuringSchedulingIgnoredDuringExecution"]
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
     assert [(t["weight"], t["podAffinityTerm"]["topologyKey"]) for t in terms] == [
         (100, "kubernetes.io/hostname"),
         (50, "network.topology.nvidia.com/leaf"),
@@ -297,15 +310,20 @@ def test_topology_required_and_volcano_network_topology(policy):
     out = mutated(run(policy, vcjob(meta), training=True))
     affinity = template_spec(out)["affinity"]["podAffinity"]
     assert affinity["requiredDuringSchedulingIgnoredDuringExecution"] == [
-        {"labelSelector": {"matchLabels": {"volcano.sh/job-name": "train-qwen"}},
-         "topologyKey": "network.topology.nvidia.com/leaf"}]
+        {
+            "labelSelector": {"matchLabels": {"volcano.sh/job-name": "train-qwen"}},
+            "topologyKey": "network.topology.nvidia.com/leaf",
+        }
+    ]
     assert out["spec"]["networkTopology"] == {"mode": "hard", "highestTierAllowed": 1}
 
 
 def test_topology_kueue_tas_annotation(providers):
     out = mutated(run(providers, job(intent("kueue-train"), parallelism=4)))
-    assert out["spec"]["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-preferred-topology"] == \
-        "topology.example.com/rack"
+    assert (
+        out["spec"]["template"]["metadata"]["annotations"]["kueue.x-k8s.io/podset-preferred-topology"]
+        == "topology.example.com/rack"
+    )
 
 
 def test_topology_none_and_single_pod_add_nothing(policy):
@@ -324,11 +342,21 @@ def test_update_is_never_mutated(policy):
 
 
 def test_controllers_are_validated_not_mutated(policy):
-    dep = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
-           "spec": {"selector": {"matchLabels": {"a": "b"}},
-                    "template": {"metadata": {"labels": {"a": "b", "gpu-admission.io/workload": "inference"},
-                                              "annotations": {"gpu-admission.io/gpu-memory": "99Gi"}},
-                                 "spec": {"containers": [container()]}}}}
+    dep = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {
+                "metadata": {
+                    "labels": {"a": "b", "gpu-admission.io/workload": "inference"},
+                    "annotations": {"gpu-admission.io/gpu-memory": "99Gi"},
+                },
+                "spec": {"containers": [container()]},
+            },
+        },
+    }
     d = run(policy, dep)
     assert d.patch == () and "gpu-memory-exceeded" in rules(d)
 
@@ -360,9 +388,14 @@ def test_template_metadata_overrides_job_level_intent(policy):
 
 
 def test_opt_out_task_of_a_volcano_job(policy):
-    master = {"name": "master", "replicas": 1, "template": {
-        "metadata": {"labels": {"gpu-admission.io/workload": "none"}},
-        "spec": {"containers": [container("launcher")]}}}
+    master = {
+        "name": "master",
+        "replicas": 1,
+        "template": {
+            "metadata": {"labels": {"gpu-admission.io/workload": "none"}},
+            "spec": {"containers": [container("launcher")]},
+        },
+    }
     worker = {"name": "worker", "replicas": 2, "template": {"spec": {"containers": [container("w")]}}}
     obj = vcjob(job_meta=intent("training", gpus=8), tasks=[master, worker], min_available=3)
     out = mutated(run(policy, obj, training=True))

@@ -14,12 +14,23 @@ GPU1 = {"nvidia.com/gpu": "1"}
 
 def test_every_spec_rule_is_registered_with_its_default_action():
     spec = {
-        "intent-invalid": "deny", "class-not-allowed": "deny", "extended-resource": "deny",
-        "mig-profile-unavailable": "deny", "gpu-kind-mixed": "deny", "gpu-count-exceeded": "deny",
-        "gpu-memory-exceeded": "deny", "gang-required": "deny", "gang-incomplete": "deny",
-        "gang-unschedulable": "deny", "rdma-unavailable": "deny", "pool-spoofing": "deny",
-        "privileged-gpu": "deny", "node-name-set": "deny", "raw-gpu-request": "warn",
-        "whole-gpu-waste": "warn", "inference-not-guaranteed": "warn",
+        "intent-invalid": "deny",
+        "class-not-allowed": "deny",
+        "extended-resource": "deny",
+        "mig-profile-unavailable": "deny",
+        "gpu-kind-mixed": "deny",
+        "gpu-count-exceeded": "deny",
+        "gpu-memory-exceeded": "deny",
+        "gang-required": "deny",
+        "gang-incomplete": "deny",
+        "gang-unschedulable": "deny",
+        "rdma-unavailable": "deny",
+        "pool-spoofing": "deny",
+        "privileged-gpu": "deny",
+        "node-name-set": "deny",
+        "raw-gpu-request": "warn",
+        "whole-gpu-waste": "warn",
+        "inference-not-guaranteed": "warn",
     }
     assert {k: v.default.value for k, v in RULES.items() if k in spec} == spec
     assert set(RULES) - set(spec) == {"unknown-field"}
@@ -33,20 +44,38 @@ def test_every_spec_rule_is_registered_with_its_default_action():
     [
         (intent("inference", gpus="two"), "metadata.annotations[gpu-admission.io/gpus]", "integer >= 1"),
         (intent("inference", gpu_memory="4"), "metadata.annotations[gpu-admission.io/gpu-memory]", "no unit"),
-        (intent("inference", gpu_memory="4GB"), "metadata.annotations[gpu-admission.io/gpu-memory]",
-         "not a Kubernetes quantity"),
+        (
+            intent("inference", gpu_memory="4GB"),
+            "metadata.annotations[gpu-admission.io/gpu-memory]",
+            "not a Kubernetes quantity",
+        ),
         (intent("inferense"), "metadata.labels[gpu-admission.io/workload]", "unknown workload class 'inferense'"),
-        (intent("inference", isolation="vgpu"), "metadata.annotations[gpu-admission.io/isolation]",
-         "shared, mig or exclusive"),
-        (intent("inference", gpu_model="A100"), "metadata.annotations[gpu-admission.io/gpu-model]",
-         "unknown GPU model 'A100'"),
+        (
+            intent("inference", isolation="vgpu"),
+            "metadata.annotations[gpu-admission.io/isolation]",
+            "shared, mig or exclusive",
+        ),
+        (
+            intent("inference", gpu_model="A100"),
+            "metadata.annotations[gpu-admission.io/gpu-model]",
+            "unknown GPU model 'A100'",
+        ),
         (intent("inference", pool="nope"), "metadata.annotations[gpu-admission.io/pool]", "unknown pool 'nope'"),
-        (intent("inference", topology="rack:preferred"), "metadata.annotations[gpu-admission.io/topology]",
-         "node, switch, rack, zone or none"),
-        (intent("inference", container="sidecar"), "metadata.annotations[gpu-admission.io/container]",
-         "no container named 'sidecar'"),
-        (intent("inference", isolation="shared"), "metadata.annotations[gpu-admission.io/isolation]",
-         "allows isolation mig/exclusive"),
+        (
+            intent("inference", topology="rack:preferred"),
+            "metadata.annotations[gpu-admission.io/topology]",
+            "node, switch, rack, zone or none",
+        ),
+        (
+            intent("inference", container="sidecar"),
+            "metadata.annotations[gpu-admission.io/container]",
+            "no container named 'sidecar'",
+        ),
+        (
+            intent("inference", isolation="shared"),
+            "metadata.annotations[gpu-admission.io/isolation]",
+            "allows isolation mig/exclusive",
+        ),
     ],
 )
 def test_intent_invalid(policy, meta, path, part):
@@ -78,7 +107,11 @@ def test_class_not_allowed_outside_entitlement(policy):
 
 
 def test_pool_outside_namespace_pool_list():
-    policy = load_policy_texts([("p.yaml", """
+    policy = load_policy_texts(
+        [
+            (
+                "p.yaml",
+                """
 apiVersion: gpu-admission.io/v1
 kind: GPUPolicy
 spec:
@@ -89,7 +122,10 @@ spec:
     train: {pools: [a, b]}
   namespaces:
     - {selector: {}, classes: [train], pools: [b]}
-""")])
+""",
+            )
+        ]
+    )
     d = run(policy, pod(intent("train", pool="a")))
     assert "class-not-allowed" in rules(d)
     ok = run(policy, pod(intent("train")))
@@ -134,7 +170,9 @@ def test_mig_profile_not_offered_by_the_targeted_pool(policy):
 
 def test_mig_profile_unknown_everywhere(policy):
     d = run(policy, pod({}, [container(limits={"nvidia.com/mig-1g.99gb": "1"})]))
-    assert "no GPU model in the catalog offers nvidia.com/mig-1g.99gb" in violation(d, "mig-profile-unavailable").message
+    assert (
+        "no GPU model in the catalog offers nvidia.com/mig-1g.99gb" in violation(d, "mig-profile-unavailable").message
+    )
 
 
 def test_mig_profile_of_the_chapter_is_fine(policy):
@@ -187,7 +225,11 @@ def test_gpu_count_within_limits(policy):
 
 
 def test_gpu_memory_above_class_max():
-    policy = load_policy_texts([("p.yaml", """
+    policy = load_policy_texts(
+        [
+            (
+                "p.yaml",
+                """
 apiVersion: gpu-admission.io/v1
 kind: GPUPolicy
 spec:
@@ -196,7 +238,10 @@ spec:
   classes:
     small: {pools: [big], maxGPUMemory: 16Gi}
   namespaces: [{selector: {}, classes: [small]}]
-""")])
+""",
+            )
+        ]
+    )
     d = run(policy, pod(intent("small", gpu_memory="20Gi")))
     assert "exceeds class 'small''s maximum of 16Gi" in violation(d, "gpu-memory-exceeded").message
     assert "gpu-memory-exceeded" not in rules(run(policy, pod(intent("small", gpu_memory="16Gi"))))
@@ -257,8 +302,9 @@ def test_gang_unschedulable_needs_more_nodes_than_the_pool(policy):
     d = run(policy, job(intent("training", gpus=8), parallelism=17), training=True)
     v = violation(d, "gang-unschedulable")
     assert "needs 136 GPUs on 17 nodes but pool train-h100 has 16 nodes x 8 GPUs (128)" in v.message
-    assert "gang-unschedulable" not in rules(run(policy, job(intent("training", gpus=8), parallelism=16),
-                                                 training=True))
+    assert "gang-unschedulable" not in rules(
+        run(policy, job(intent("training", gpus=8), parallelism=16), training=True)
+    )
 
 
 def test_gang_unschedulable_counts_packing_not_just_totals(policy):
@@ -288,8 +334,15 @@ def test_pool_spoofing_by_node_selector(policy):
 
 
 def test_pool_spoofing_by_node_affinity_and_toleration(policy):
-    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
-        {"matchExpressions": [{"key": "workload", "operator": "In", "values": ["gpu-train"]}]}]}}}
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "workload", "operator": "In", "values": ["gpu-train"]}]}
+                ]
+            }
+        }
+    }
     tol = [{"key": "workload", "operator": "Equal", "value": "gpu-train", "effect": "NoSchedule"}]
     d = run(policy, pod(intent("inference", gpu_memory="4Gi"), affinity=affinity, tolerations=tol))
     found = [v.path for v in d.violations if v.rule == "pool-spoofing"]
@@ -347,8 +400,9 @@ def test_whole_gpu_waste_warns_below_the_fraction(policy):
     d = run(policy, pod(intent("inference", isolation="exclusive", gpu_memory="8Gi")))
     v = violation(d, "whole-gpu-waste")
     assert "8Gi on a whole A100-40GB uses 20%" in v.message and "mig" in v.message and v.action is Action.WARN
-    assert "whole-gpu-waste" not in rules(run(policy, pod(intent("inference", isolation="exclusive",
-                                                                  gpu_memory="30Gi"))))
+    assert "whole-gpu-waste" not in rules(
+        run(policy, pod(intent("inference", isolation="exclusive", gpu_memory="30Gi")))
+    )
 
 
 def test_inference_not_guaranteed(policy):
