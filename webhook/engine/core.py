@@ -24,6 +24,7 @@ from webhook.engine.patch import PatchBuilder
 from webhook.engine.resolve import Failure, resolve
 from webhook.engine.resources import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.rules import RULES, effective_action
+from webhook.engine.shape import shape_errors
 from webhook.engine.workload import MUTABLE_KINDS, Kind, Template, classify, templates
 from webhook.policy.compiled import Policy
 from webhook.policy.model import Isolation
@@ -57,6 +58,25 @@ def evaluate(
     labels.setdefault(NAMESPACE_NAME_LABEL, ns)
     trace: list[str] | None = [] if explain else None
 
+    malformed = shape_errors(obj, kind)
+    if malformed:
+        if not _mentions_gpu(policy, obj):
+            return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
+        action = effective_action(policy, "malformed-object", labels, None)
+        violations = (
+            ()
+            if action is Action.OFF
+            else tuple(Violation("malformed-object", action, path, message) for path, message in malformed)
+        )
+        return Decision(
+            kind=str(display_kind),
+            name=name,
+            operation=operation,
+            violations=violations,
+            explanation=tuple(f"malformed: {m}" for _, m in malformed) if explain else (),
+            mutated=obj,
+        )
+
     states = _read_templates(policy, obj, kind)
     if not any(s.intent is not None or (s.resources is not None and s.resources.has_gpu) for s in states):
         return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
@@ -87,18 +107,14 @@ def evaluate(
     ctx.gang = gang_step.derive(ctx)
     if trace is not None and ctx.gang is not None:
         g = ctx.gang
-        trace.append(
-            f"gang: backend {g.backend.value}, {g.size} pod(s)" + (f", name {g.name}" if g.name else "")
-        )
+        trace.append(f"gang: backend {g.backend.value}, {g.size} pod(s)" + (f", name {g.name}" if g.name else ""))
 
     patch = PatchBuilder(obj)
     mutations.mutate(ctx, patch)
     ctx.mutated = patch.doc
     for state in states:
         state.after_tpl = _template_at(patch.doc, kind, state.tpl)
-        state.after = inspect_pod(
-            state.after_tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources
-        )
+        state.after = inspect_pod(state.after_tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
 
     violations = _run_rules(ctx)
     emits_patch = operation == "CREATE" and kind in MUTABLE_KINDS
@@ -118,6 +134,21 @@ def evaluate(
         relevant=True,
         waste=_waste(ctx),
     )
+
+
+def _mentions_gpu(policy: Policy, obj: Any) -> bool:
+    """Tolerant relevance test for objects too malformed to read: any intent key or GPU resource name."""
+    stack = [obj]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if isinstance(key, str) and (key == policy.keys.workload or policy.is_gpu_resource(key)):
+                    return True
+                stack.append(value)
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
 
 
 def _read_templates(policy: Policy, obj: dict[str, Any], kind: Kind) -> list[TemplateState]:
@@ -226,7 +257,9 @@ def _run_rules(ctx: Context) -> tuple[Violation, ...]:
     out: list[Violation] = []
     seen: set[tuple[str, str, str]] = set()
     for rule in RULES.values():
+        found = False
         for finding in rule.check(ctx):
+            found = True
             key = (finding.rule, finding.path, finding.message)
             if key in seen:
                 continue
@@ -237,8 +270,8 @@ def _run_rules(ctx: Context) -> tuple[Violation, ...]:
             if action is Action.OFF:
                 continue
             out.append(Violation(finding.rule, action, finding.path, finding.message))
-    if ctx.trace is not None and not out:
-        ctx.trace.append(f"rules: all {len(RULES)} passed")
+        if ctx.trace is not None and not found:
+            ctx.trace.append(f"rule {rule.id}: pass")
     return tuple(out)
 
 

@@ -62,7 +62,10 @@ class Template:
 def classify(obj: Any) -> Kind | None:
     if not isinstance(obj, dict):
         return None
-    return _KINDS.get((obj.get("apiVersion"), obj.get("kind")))  # type: ignore[arg-type]
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str):
+        return None
+    return _KINDS.get((api_version, kind))
 
 
 def _map(value: Any) -> dict[str, Any]:

@@ -136,14 +136,16 @@ class Policy:
     rdma_resources: frozenset[str] = frozenset()
     mig_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # resource -> models offering it
 
+    def __repr__(self) -> str:
+        return f"Policy(digest={self.digest!r}, pools={sorted(self.pools)}, classes={sorted(self.classes)})"
+
     @classmethod
     def compile(cls, spec: PolicySpec, sources: tuple[str, ...] = (), raw: bytes = b"") -> Policy:
         from webhook.policy.catalog import BUILTIN_GPU_MODELS
 
         settings = spec.settings or Settings()
         models = {
-            name: CompiledModel.build(name, GPUModel.model_validate(data))
-            for name, data in BUILTIN_GPU_MODELS.items()
+            name: CompiledModel.build(name, GPUModel.model_validate(data)) for name, data in BUILTIN_GPU_MODELS.items()
         }
         for name, model in spec.gpu_models.items():
             models[name] = CompiledModel.build(name, model)
@@ -166,9 +168,7 @@ class Policy:
                 tolerations=tuple(t.as_k8s() for t in pool.tolerations),
                 rdma_shm=int(parse_quantity(shm)) if shm is not None else None,
             )
-        rdma = frozenset(
-            p.spec.rdma.resource.name for p in pools.values() if p.spec.rdma and p.spec.rdma.resource
-        )
+        rdma = frozenset(p.spec.rdma.resource.name for p in pools.values() if p.spec.rdma and p.spec.rdma.resource)
         mig: dict[str, list[str]] = {}
         for model in models.values():
             for profile in model.profiles:

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 
 from webhook.engine.context import Context, Finding
 from webhook.engine.decision import Action
-from webhook.engine.rules.registry import rule
+from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.engine.volcano_fields import KNOWN_MIXUPS, unknown_fields
 from webhook.engine.workload import Kind, dotted
 
@@ -36,3 +36,8 @@ def unknown_field(ctx: Context) -> Iterable[Finding]:
             f"{key!r} is not a field of a Volcano Job{extra}{suggestion}",
             cname,
         )
+
+
+@rule("malformed-object", Action.DENY, "a field the engine reads has the wrong type (the apiserver would reject it)")
+def malformed_object(ctx: Context) -> Iterable[Finding]:
+    return resolution_findings(ctx, "malformed-object")

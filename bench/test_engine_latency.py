@@ -1,0 +1,34 @@
+"""In-process engine latency (SPEC §8: mutate+validate of a typical training pod <= 0.3 ms p50).
+
+Run: ``pytest bench/test_engine_latency.py --benchmark-enable --benchmark-columns=min,median,mean,ops``
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.workloads import INFERENCE_POD, TRAINING_JOB_POD, TRAINING_NAMESPACE
+from webhook.engine import evaluate
+from webhook.policy import load_policy
+
+
+@pytest.fixture(scope="module")
+def policy():
+    return load_policy("policies")
+
+
+def test_inference_pod(benchmark, policy):
+    decision = benchmark(evaluate, policy, INFERENCE_POD, namespace="serving")
+    assert decision.patch and decision.allowed
+
+
+def test_training_pod_8_gpus(benchmark, policy):
+    decision = benchmark(evaluate, policy, TRAINING_JOB_POD, namespace="llm", namespace_labels=TRAINING_NAMESPACE)
+    assert decision.patch and decision.allowed, decision.message
+
+
+def test_non_gpu_pod(benchmark, policy):
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+           "spec": {"containers": [{"name": "nginx", "image": "nginx", "resources": {"limits": {"cpu": "1"}}}]}}
+    decision = benchmark(evaluate, policy, pod)
+    assert not decision.relevant

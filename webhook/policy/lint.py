@@ -1,0 +1,621 @@
+"""``gpu-admission policy lint``: the loader's errors plus warnings about policies that load but mislead.
+
+The loader already rejects everything that makes a policy unusable (syntax, unknown fields, types,
+cross references) at ``file:line:column``; lint reuses it unchanged. What it adds are *warnings*:
+policies that load fine and still do something the platform team almost certainly did not mean —
+a class no namespace can reach, a namespace rule that can never match because an earlier one always
+wins, a pool nobody uses, an isolation a class allows but no pool serves, a sharing stack whose
+scheduler the class overrides. Each warning is computed on the loaded policy and pointed back at the
+line that causes it, with a hint that says what to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from webhook import yamlpos
+from webhook.policy.compiled import Policy
+from webhook.policy.loader import PolicyError, PolicyIssue, load_policy_texts, policy_files
+from webhook.policy.model import (
+    API_VERSION,
+    KIND,
+    TOPOLOGY_ORDER,
+    GangBackend,
+    Isolation,
+    LabelSelector,
+    SharingProvider,
+)
+from webhook.quantity import format_bytes, parse_quantity
+
+# Schedulers a sharing stack's resources are only understood by. HAMi's own webhook sets
+# ``hami-scheduler`` when the pod names none; cGPU and qGPU are scheduler *extenders* of kube-scheduler.
+SHARING_SCHEDULERS: dict[SharingProvider, str] = {
+    SharingProvider.VOLCANO_VGPU: "volcano",
+    SharingProvider.HAMI: "hami-scheduler",
+    SharingProvider.ALIYUN_CGPU: "default-scheduler",
+    SharingProvider.TENCENT_QGPU: "default-scheduler",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LintFinding:
+    """One line of lint output: an error from the loader or a warning computed here (with its code)."""
+
+    issue: PolicyIssue
+    code: str = ""
+
+    @property
+    def severity(self) -> str:
+        return self.issue.severity
+
+    def render(self) -> str:
+        """``file:line:col: warning: path: [code] message (hint: …)`` — the loader's shape plus the code."""
+        i = self.issue
+        where = f"{i.file}:{i.line}:{i.column}"
+        field_path = f" {i.path}:" if i.path else ""
+        code = f" [{self.code}]" if self.code else ""
+        hint = f" (hint: {i.hint})" if i.hint else ""
+        return f"{where}: {i.severity}:{field_path}{code} {i.message}{hint}"
+
+    def as_dict(self) -> dict[str, Any]:
+        i = self.issue
+        return {
+            "file": i.file,
+            "line": i.line,
+            "column": i.column,
+            "severity": i.severity,
+            "code": self.code or None,
+            "path": i.path,
+            "message": i.message,
+            "hint": i.hint,
+        }
+
+
+@dataclass(slots=True)
+class LintReport:
+    path: str
+    files: list[str] = field(default_factory=list)
+    findings: list[LintFinding] = field(default_factory=list)
+    unreadable: bool = False  # the directory or a file could not be read at all (exit 2)
+
+    @property
+    def errors(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "error")
+
+    @property
+    def warnings(self) -> int:
+        return sum(1 for f in self.findings if f.severity == "warning")
+
+    def exit_code(self, strict: bool = False) -> int:
+        if self.unreadable:
+            return 2
+        if self.errors or (strict and self.warnings):
+            return 1
+        return 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "files": self.files,
+            "errors": self.errors,
+            "warnings": self.warnings,
+            "issues": [f.as_dict() for f in self.findings],
+        }
+
+
+def lint_path(path: str | Path) -> LintReport:
+    """Read, load and lint a policy directory (or a single file)."""
+    report = LintReport(str(path))
+    try:
+        files = policy_files(path)
+    except PolicyError as exc:
+        report.unreadable = True
+        report.findings.extend(LintFinding(i) for i in exc.issues)
+        return report
+    texts: list[tuple[str, str]] = []
+    for file in files:
+        report.files.append(str(file))
+        try:
+            texts.append((str(file), file.read_text(encoding="utf-8")))
+        except (OSError, UnicodeDecodeError) as exc:
+            report.unreadable = True
+            report.findings.append(LintFinding(PolicyIssue(str(file), 0, 0, "", f"cannot read: {exc}")))
+    if report.unreadable:
+        return report
+    report.findings.extend(lint_texts(texts))
+    return report
+
+
+def lint_texts(texts: Sequence[tuple[str, str]]) -> list[LintFinding]:
+    """Loader errors if the policy does not load; otherwise the warnings on the loaded policy."""
+    try:
+        policy = load_policy_texts(texts)
+    except PolicyError as exc:
+        return [LintFinding(i) for i in exc.issues]
+    locator = Locator(texts)
+    findings = [LintFinding(w.at(locator), w.code) for w in policy_warnings(policy)]
+    return sorted(findings, key=lambda f: (f.issue.file, f.issue.line, f.issue.column, f.code))
+
+
+# --- positions -------------------------------------------------------------------------------------
+
+
+class Locator:
+    """Maps a merged-spec path (``("classes", "dev", "pools", 0)``) back to file:line:column.
+
+    The loader merges all files into one spec; warnings are computed on that merge, so each named
+    entry is looked up in the file that defined it, and ``namespaces[i]`` in the file and index that
+    contributed the i-th rule (files in load order, like the loader).
+    """
+
+    def __init__(self, texts: Sequence[tuple[str, str]]):
+        self._named: dict[tuple[str, str], tuple[str, yamlpos.Document]] = {}
+        self._namespaces: list[tuple[str, yamlpos.Document, int]] = []
+        self._settings: tuple[str, yamlpos.Document] | None = None
+        self._first: tuple[str, yamlpos.Document] | None = None
+        for file, text in texts:
+            for doc in yamlpos.iter_documents(text, with_nodes=True):
+                if not isinstance(doc, yamlpos.Document) or not isinstance(doc.data, dict):
+                    continue
+                if doc.data.get("kind") != KIND or doc.data.get("apiVersion") != API_VERSION:
+                    continue
+                self._first = self._first or (file, doc)
+                spec = doc.data.get("spec") or {}
+                if "settings" in spec and self._settings is None:
+                    self._settings = (file, doc)
+                for section in ("gpuModels", "pools", "classes", "rules"):
+                    for name in spec.get(section) or {}:
+                        self._named.setdefault((section, str(name)), (file, doc))
+                for index, _ in enumerate(spec.get("namespaces") or []):
+                    self._namespaces.append((file, doc, index))
+
+    def locate(self, loc: Sequence[str | int]) -> tuple[str, yamlpos.Position, str]:
+        """(file, position, dotted path as written in that file)."""
+        source: tuple[str, yamlpos.Document] | None = None
+        path: tuple[str | int, ...] = ("spec", *loc)
+        if len(loc) > 1 and loc[0] in ("gpuModels", "pools", "classes", "rules"):
+            source = self._named.get((str(loc[0]), str(loc[1])))
+        elif len(loc) > 1 and loc[0] == "namespaces" and isinstance(loc[1], int):
+            if loc[1] < len(self._namespaces):
+                file, doc, index = self._namespaces[loc[1]]
+                source, path = (file, doc), ("spec", "namespaces", index, *loc[2:])
+        elif loc and loc[0] == "settings":
+            source = self._settings
+        source = source or self._first
+        if source is None:
+            return "", yamlpos.Position(0, 0), _dotted(path)
+        file, doc = source
+        return file, doc.position(path), _dotted(path)
+
+
+def _dotted(path: Sequence[str | int]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out
+
+
+# --- warnings ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Warning_:
+    code: str
+    loc: tuple[str | int, ...]  # path in the merged spec, without the leading "spec"
+    message: str
+    hint: str
+
+    def at(self, locator: Locator) -> PolicyIssue:
+        file, pos, path = locator.locate(self.loc)
+        return PolicyIssue(file, pos.line, pos.column, path, self.message, self.hint, "warning")
+
+
+def policy_warnings(policy: Policy) -> list[Warning_]:
+    """Every check, in a stable order; each is a generator so adding one is one function."""
+    checks = (
+        _unreachable_classes,
+        _shadowed_namespace_rules,
+        _entitlement_pools,
+        _unused_pools,
+        _isolation_unserved,
+        _sharing_schedulers,
+        _mig_single_without_product,
+        _adopt_as_outside_class,
+        _gang_without_backend,
+        _kueue_without_queue,
+        _rdma_unserved,
+        _topology_unmapped,
+        _max_gpus_unschedulable,
+        _default_memory_unservable,
+        _shadowed_rule_overrides,
+    )
+    out: list[Warning_] = []
+    for check in checks:
+        out.extend(check(policy))
+    return out
+
+
+def _ns_label(policy: Policy, index: int) -> str:
+    name = policy.namespaces[index].name
+    return f"namespaces[{index}]" + (f" ({name})" if name else "")
+
+
+def _live_entitlements(policy: Policy) -> list[int]:
+    """Indexes of namespace rules that some namespace can reach (not shadowed by an earlier rule)."""
+    live: list[int] = []
+    for i, ent in enumerate(policy.namespaces):
+        if not any(implies(ent.selector, policy.namespaces[j].selector) for j in live):
+            live.append(i)
+    return live
+
+
+def _unreachable_classes(policy: Policy) -> Iterator[Warning_]:
+    live = _live_entitlements(policy)
+    granted = {c for i in live for c in policy.namespaces[i].classes}
+    granted_anywhere = {c for ent in policy.namespaces for c in ent.classes}
+    for name in policy.classes:
+        if name in granted:
+            continue
+        if name in granted_anywhere:
+            yield Warning_(
+                "unreachable-class",
+                ("classes", name),
+                f"class {name!r} is granted only by namespace rules that can never match (an earlier rule always wins)",
+                "grant it in a rule that can match, or reorder spec.namespaces",
+            )
+        else:
+            yield Warning_(
+                "unreachable-class",
+                ("classes", name),
+                f"class {name!r} is not granted to any namespace: every request for it is denied [class-not-allowed]",
+                "add it to the classes of a spec.namespaces rule, or remove the class",
+            )
+
+
+def _shadowed_namespace_rules(policy: Policy) -> Iterator[Warning_]:
+    for i, ent in enumerate(policy.namespaces):
+        for j in range(i):
+            earlier = policy.namespaces[j]
+            if implies(ent.selector, earlier.selector):
+                yield Warning_(
+                    "shadowed-namespace-rule",
+                    ("namespaces", i, "selector"),
+                    f"{_ns_label(policy, i)} never applies: {_ns_label(policy, j)} selects "
+                    f"{describe(earlier.selector)}, which includes every namespace this rule selects, "
+                    "and the first matching rule wins",
+                    f"move it above {_ns_label(policy, j)}, or narrow that rule's selector",
+                )
+                break
+
+
+def _entitlement_pools(policy: Policy) -> Iterator[Warning_]:
+    for i, ent in enumerate(policy.namespaces):
+        if ent.pools is None:
+            continue
+        for k, cname in enumerate(ent.classes):
+            cls = policy.classes.get(cname)
+            if cls is None or set(cls.pools) & set(ent.pools):
+                continue
+            yield Warning_(
+                "entitlement-without-pool",
+                ("namespaces", i, "classes", k),
+                f"{_ns_label(policy, i)} grants class {cname!r} but its pools {list(ent.pools)} exclude "
+                f"every pool of the class ({', '.join(cls.pools)}): the grant can never be used",
+                f"add one of {', '.join(cls.pools)} to the rule's pools, or drop the class from it",
+            )
+
+
+def _unused_pools(policy: Policy) -> Iterator[Warning_]:
+    used = {p for cls in policy.classes.values() for p in cls.pools}
+    for name in policy.pools:
+        if name not in used:
+            yield Warning_(
+                "unused-pool",
+                ("pools", name),
+                f"pool {name!r} is not listed by any class: no workload can be placed on it",
+                "add it to a class's pools, or remove the pool",
+            )
+
+
+def _isolation_unserved(policy: Policy) -> Iterator[Warning_]:
+    for name, cls in policy.classes.items():
+        served = {iso for p in cls.pools if p in policy.pools for iso in policy.pools[p].isolation}
+        pools = ", ".join(cls.pools)
+        if cls.isolation.default not in served:
+            yield Warning_(
+                "isolation-unserved",
+                ("classes", name, "isolation", "default"),
+                f"default isolation {cls.isolation.default.value!r} of class {name!r} is served by none of "
+                f"its pools ({pools}): every request without an isolation annotation is denied",
+                f"pick a default its pools serve ({', '.join(sorted(i.value for i in served)) or 'none'})",
+            )
+        for k, iso in enumerate(cls.isolation.allowed or ()):
+            if iso not in served and iso is not cls.isolation.default:
+                yield Warning_(
+                    "isolation-unserved",
+                    ("classes", name, "isolation", "allowed", k),
+                    f"class {name!r} allows isolation {iso.value!r} but none of its pools ({pools}) serves it",
+                    f"add {iso.value!r} (and its {'mig' if iso is Isolation.MIG else 'sharing'} section) to "
+                    "a pool's isolation, or remove it from allowed"
+                    if iso is not Isolation.EXCLUSIVE
+                    else "add 'exclusive' to a pool's isolation, or remove it from allowed",
+                )
+
+
+def _scheduler_of(cls: Any) -> tuple[str | None, tuple[str, ...]]:
+    """The scheduler a class's pods end up with when the user sets none, and the field that sets it."""
+    if cls.scheduler_name:
+        return cls.scheduler_name, ("schedulerName",)
+    if cls.gang.backend is GangBackend.VOLCANO:
+        return cls.gang.scheduler_name or "volcano", ("gang", "backend")
+    if cls.gang.backend is GangBackend.COSCHEDULING and cls.gang.scheduler_name:
+        return cls.gang.scheduler_name, ("gang", "schedulerName")
+    return None, ()
+
+
+def _sharing_schedulers(policy: Policy) -> Iterator[Warning_]:
+    for name, cls in policy.classes.items():
+        if Isolation.SHARED not in cls.isolation.permitted:
+            continue
+        scheduler, where = _scheduler_of(cls)
+        for pool_name in cls.pools:
+            pool = policy.pools.get(pool_name)
+            if pool is None or pool.spec.sharing is None or Isolation.SHARED not in pool.isolation:
+                continue
+            provider = pool.spec.sharing.provider
+            needed = SHARING_SCHEDULERS.get(provider)
+            if needed is None:
+                continue
+            if scheduler is None:
+                continue  # volcano-vgpu: the engine sets volcano; HAMi: its webhook sets hami-scheduler
+            if scheduler != needed:
+                yield Warning_(
+                    "sharing-scheduler",
+                    ("classes", name, *where),
+                    f"class {name!r} sends pods to scheduler {scheduler!r}, but pool {pool_name!r} shares "
+                    f"GPUs with {provider.value}, whose resources only {needed!r} schedules: "
+                    "its pods would stay Pending",
+                    f"use schedulerName {needed!r} for this class, or a pool with another sharing provider"
+                    if needed != "default-scheduler"
+                    else f"{provider.value} is a kube-scheduler extender: leave schedulerName unset "
+                    "(and use no volcano gang) for this class",
+                )
+
+
+def _mig_single_without_product(policy: Policy) -> Iterator[Warning_]:
+    for name, pool in policy.pools.items():
+        mig = pool.spec.mig
+        if mig is None or mig.strategy != "single" or pool.gpu.product:
+            continue
+        yield Warning_(
+            "mig-product-missing",
+            ("pools", name, "mig", "strategy"),
+            f"pool {name!r} uses the single MIG strategy, which selects nodes by nvidia.com/gpu.product, "
+            f"but GPU model {pool.spec.gpu_model!r} has no product",
+            f"set spec.gpuModels.{pool.spec.gpu_model}.product to the GFD label value (e.g. NVIDIA-A100-SXM4-40GB)",
+        )
+
+
+def _adopt_as_outside_class(policy: Policy) -> Iterator[Warning_]:
+    for name, pool in policy.pools.items():
+        cname = pool.spec.adopt_as
+        if cname is None or cname not in policy.classes or name in policy.classes[cname].pools:
+            continue
+        yield Warning_(
+            "adopt-outside-class",
+            ("pools", name, "adoptAs"),
+            f"pool {name!r} adopts raw requests as class {cname!r}, but that class's pools "
+            f"({', '.join(policy.classes[cname].pools)}) do not include {name!r}: adopted pods are always denied",
+            f"add {name!r} to spec.classes.{cname}.pools, or adopt into a class that uses this pool",
+        )
+
+
+def _gang_without_backend(policy: Policy) -> Iterator[Warning_]:
+    for name, cls in policy.classes.items():
+        if cls.gang.required and cls.gang.backend is GangBackend.NONE:
+            yield Warning_(
+                "gang-without-backend",
+                ("classes", name, "gang", "required"),
+                f"class {name!r} requires a gang but has no gang backend: every multi-pod workload of "
+                "the class is denied [gang-required]",
+                "set gang.backend to volcano, kueue or coscheduling, or gang.required: false",
+            )
+
+
+def _kueue_without_queue(policy: Policy) -> Iterator[Warning_]:
+    for name, cls in policy.classes.items():
+        if cls.gang.backend is not GangBackend.KUEUE or cls.kueue_queue:
+            continue
+        granting = [ent for ent in policy.namespaces if name in ent.classes]
+        if granting and all(ent.kueue_queue for ent in granting):
+            continue
+        yield Warning_(
+            "kueue-queue-missing",
+            ("classes", name, "gang", "backend"),
+            f"class {name!r} uses the kueue gang backend but neither the class nor every namespace rule "
+            "granting it names a Kueue queue: those workloads get no queue label",
+            "set kueueQueue on the class (default) or on each granting spec.namespaces rule",
+        )
+
+
+def _rdma_unserved(policy: Policy) -> Iterator[Warning_]:
+    for name, cls in policy.classes.items():
+        if not cls.rdma:
+            continue
+        if any(policy.pools[p].spec.rdma is not None for p in cls.pools if p in policy.pools):
+            continue
+        yield Warning_(
+            "rdma-unserved",
+            ("classes", name, "rdma"),
+            f"class {name!r} wants RDMA but none of its pools ({', '.join(cls.pools)}) has an rdma section: "
+            "it is silently skipped",
+            "add rdma (networks, resource) to the pool, or set rdma: false on the class",
+        )
+
+
+def _topology_unmapped(policy: Policy) -> Iterator[Warning_]:
+    for name, cls in policy.classes.items():
+        level_name = cls.topology.partition(":")[0]
+        if level_name == "none":
+            continue
+        level = next(t for t in TOPOLOGY_ORDER if t.value == level_name)
+        for pool_name in cls.pools:
+            pool = policy.pools.get(pool_name)
+            if pool is None or level in pool.spec.topology:
+                continue
+            mapped = [t.value for t in TOPOLOGY_ORDER if t in pool.spec.topology]
+            yield Warning_(
+                "topology-unmapped",
+                ("classes", name, "topology"),
+                f"class {name!r} packs gangs by {level_name!r} but pool {pool_name!r} maps no node label to "
+                f"that level (mapped: {', '.join(mapped) or 'none'}): only finer levels are used",
+                f"add topology.{level_name}: <node label key> to pool {pool_name!r}, or lower the class's topology",
+            )
+
+
+def _max_gpus_unschedulable(policy: Policy) -> Iterator[Warning_]:
+    for name, cls in policy.classes.items():
+        if cls.max_gpus is None:
+            continue
+        biggest = max((policy.pools[p].spec.gpus_per_node for p in cls.pools if p in policy.pools), default=0)
+        if biggest and cls.max_gpus > biggest:
+            yield Warning_(
+                "max-gpus-unschedulable",
+                ("classes", name, "maxGPUs"),
+                f"class {name!r} allows {cls.max_gpus} GPUs per pod but its largest pool node has {biggest}: "
+                "pods between the two are denied [gpu-count-exceeded] with a confusing message",
+                f"lower maxGPUs to {biggest}",
+            )
+
+
+def _default_memory_unservable(policy: Policy) -> Iterator[Warning_]:
+    for name, cls in policy.classes.items():
+        if cls.default_gpu_memory is None:
+            continue
+        memory = parse_quantity(cls.default_gpu_memory)
+        if cls.max_gpu_memory is not None and memory > parse_quantity(cls.max_gpu_memory):
+            yield Warning_(
+                "default-memory-too-large",
+                ("classes", name, "defaultGPUMemory"),
+                f"defaultGPUMemory {cls.default_gpu_memory} of class {name!r} exceeds its maxGPUMemory "
+                f"{cls.max_gpu_memory}: every request without gpu-memory is denied [gpu-memory-exceeded]",
+                f"lower defaultGPUMemory to at most {cls.max_gpu_memory}",
+            )
+            continue
+        isolation = cls.isolation.default
+        largest = [
+            pool.largest_slice if isolation is Isolation.MIG else pool.gpu.memory
+            for pool in (policy.pools.get(p) for p in cls.pools)
+            if pool is not None and isolation in pool.isolation
+        ]
+        if largest and all(memory > size for size in largest):
+            biggest = max(largest)
+            yield Warning_(
+                "default-memory-too-large",
+                ("classes", name, "defaultGPUMemory"),
+                f"defaultGPUMemory {cls.default_gpu_memory} of class {name!r} fits no {isolation.value} device "
+                f"of its pools (largest {format_bytes(biggest)}): requests without gpu-memory are denied",
+                f"lower defaultGPUMemory to at most {format_bytes(biggest)}",
+            )
+
+
+def _shadowed_rule_overrides(policy: Policy) -> Iterator[Warning_]:
+    for rule_id, settings in policy.rules.items():
+        for i, override in enumerate(settings.namespaces):
+            shadow = _first_superset(
+                override.selector,
+                [(f"exempt[{k}]", s) for k, s in enumerate(settings.exempt)]
+                + [(f"namespaces[{k}]", o.selector) for k, o in enumerate(settings.namespaces[:i])],
+            )
+            if shadow is None:
+                continue
+            label, selector = shadow
+            yield Warning_(
+                "shadowed-rule-override",
+                ("rules", rule_id, "namespaces", i, "selector"),
+                f"this override of rule {rule_id!r} never applies: {label} selects {describe(selector)}, "
+                "which includes every namespace it selects and is checked first (exemptions, then overrides "
+                "in order)",
+                f"move it above {label}, or narrow that selector",
+            )
+
+
+def _first_superset(
+    selector: LabelSelector, earlier: Iterable[tuple[str, LabelSelector]]
+) -> tuple[str, LabelSelector] | None:
+    for label, other in earlier:
+        if implies(selector, other):
+            return label, other
+    return None
+
+
+# --- label selector containment ------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Constraints:
+    """What a selector demands of one label key, folded from matchLabels and matchExpressions."""
+
+    present: bool = False
+    absent: bool = False
+    allowed: set[str] | None = None  # the value must be one of these (None: any)
+    excluded: set[str] = field(default_factory=set)
+
+
+def _constraints(selector: LabelSelector) -> dict[str, _Constraints]:
+    out: dict[str, _Constraints] = {}
+    for key, value in selector.match_labels.items():
+        c = out.setdefault(key, _Constraints())
+        c.present = True
+        c.allowed = {value} if c.allowed is None else c.allowed & {value}
+    for req in selector.match_expressions:
+        c = out.setdefault(req.key, _Constraints())
+        if req.operator == "In":
+            c.present = True
+            c.allowed = set(req.values) if c.allowed is None else c.allowed & set(req.values)
+        elif req.operator == "NotIn":
+            c.excluded |= set(req.values)
+        elif req.operator == "Exists":
+            c.present = True
+        else:
+            c.absent = True
+    return out
+
+
+def implies(narrow: LabelSelector, broad: LabelSelector) -> bool:
+    """True when every label set ``narrow`` matches is also matched by ``broad`` (provably; else False).
+
+    Sound, not complete: a False may still be a containment too subtle to prove, so a warning built on
+    it can be missed but never invented. The empty selector matches everything, so it contains all.
+    """
+    have = _constraints(narrow)
+    for key, need in _constraints(broad).items():
+        got = have.get(key, _Constraints())
+        values = got.allowed - got.excluded if got.allowed is not None else None
+        if need.present and not got.present:
+            return False
+        if need.absent and not got.absent:
+            return False
+        if need.allowed is not None and (values is None or not values <= need.allowed):
+            return False
+        if need.excluded and not (
+            got.absent or (values is not None and not values & need.excluded) or need.excluded <= got.excluded
+        ):
+            return False
+    return True
+
+
+def describe(selector: LabelSelector) -> str:
+    """A selector in ``kubectl -l`` syntax, for messages: ``tier=training,team in (a,b)``."""
+    parts = [f"{k}={v}" for k, v in selector.match_labels.items()]
+    for req in selector.match_expressions:
+        if req.operator in ("In", "NotIn"):
+            parts.append(f"{req.key} {req.operator.lower()} ({','.join(req.values)})")
+        elif req.operator == "Exists":
+            parts.append(req.key)
+        else:
+            parts.append(f"!{req.key}")
+    return ",".join(parts) if parts else "every namespace ({})"

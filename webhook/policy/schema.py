@@ -1,0 +1,470 @@
+"""The JSON Schema of the policy format, generated from the pydantic model, and its field reference.
+
+Editors validate and complete policy files with it (``# yaml-language-server: $schema=./schema.json``
+on the first line of ``policies/default.yaml``); ``docs/policy.md`` embeds the field tables rendered
+from the same source. Pydantic gives structure, types, enums, bounds and defaults. What the model
+expresses in validator functions (name patterns, quantities, the ``[name, max]`` MIG pair form, the
+rule ids) and the per-field prose are added here, so one table feeds the schema and the docs, and a
+test keeps ``policies/schema.json`` and ``docs/policy.md`` in step with the model.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any
+
+import yaml
+
+from webhook.policy import model as m
+
+SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
+
+# Patterns the model checks in validator functions; reused so that the schema cannot drift from them.
+DNS_LABEL = m._DNS_LABEL.pattern
+LABEL_KEY = m._LABEL_KEY.pattern
+MIG_PROFILE = m._MIG_PROFILE.pattern
+RESOURCE_NAME = m._RESOURCE_NAME.pattern
+QUANTITY = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
+
+# model -> {"": what the object is, alias: (description, example as a YAML snippet)}.
+# The example is parsed into the schema's ``examples`` and shown verbatim in docs/policy.md.
+FIELDS: dict[str, dict[str, Any]] = {
+    "PolicyDocument": {
+        "": "One YAML document of the policy directory; all documents of all files are merged.",
+        "apiVersion": ("always `gpu-admission.io/v1`", "apiVersion: gpu-admission.io/v1"),
+        "kind": ("always `GPUPolicy`", "kind: GPUPolicy"),
+        "metadata": ("name (shown in logs and metrics) and free-form labels/annotations", "metadata: {name: default}"),
+        "spec": ("the policy itself", "spec: {pools: {}, classes: {}}"),
+    },
+    "Metadata": {
+        "": "Identifies a policy document; has no effect on decisions.",
+        "name": ("document name, reported by lint and in server logs", "name: default"),
+        "annotations": ("free-form notes", "annotations: {owner: platform-team}"),
+        "labels": ("free-form labels", "labels: {env: prod}"),
+    },
+    "PolicySpec": {
+        "": "The merged content of every policy document. Names are unique across files.",
+        "settings": ("global settings; at most one file may set them", "settings: {wasteFraction: 0.5}"),
+        "gpuModels": (
+            "GPU models added to (or overriding) the built-in catalog, by name",
+            "gpuModels: {L40S-48GB: {memory: 48Gi, product: NVIDIA-L40S}}",
+        ),
+        "pools": ("node pools by name (DNS label)", "pools: {infer-a100: {gpuModel: A100-40GB, gpusPerNode: 8}}"),
+        "classes": ("workload classes by name (DNS label)", "classes: {inference: {pools: [infer-a100]}}"),
+        "namespaces": (
+            "entitlements: which namespaces may use which classes; first matching rule wins",
+            "namespaces: [{selector: {}, classes: [inference]}]",
+        ),
+        "rules": ("rule settings by rule id", "rules: {raw-gpu-request: {action: warn}}"),
+    },
+    "Settings": {
+        "": "Settings that apply to the whole policy.",
+        "prefix": (
+            "prefix of the intent keys (`<prefix>/workload`, `<prefix>/gpu-memory`, …)",
+            "prefix: gpu-admission.io",
+        ),
+        "wasteFraction": (
+            "whole-gpu-waste warns when gpu-memory is at most this fraction of an exclusive card",
+            "wasteFraction: 0.5",
+        ),
+        "failure": (
+            "what admission does when a rule raises an exception: `allow` (logged, counted) or `deny`",
+            "failure: allow",
+        ),
+        "gpuResourcePrefixes": (
+            "extended resource names (prefix match) that count as GPUs",
+            "gpuResourcePrefixes: [nvidia.com/gpu, nvidia.com/mig-, aliyun.com/gpu]",
+        ),
+    },
+    "GPUModel": {
+        "": "A GPU model of the catalog: memory, the GFD product label and its MIG profiles.",
+        "memory": ("memory of one card (Kubernetes quantity)", "memory: 80Gi"),
+        "product": (
+            "GFD `nvidia.com/gpu.product` value; the single MIG strategy selects `<product>-MIG-<profile>`",
+            "product: NVIDIA-A100-SXM4-80GB",
+        ),
+        "mig": (
+            "MIG profiles, as `{name, max}` objects or `[name, max]` pairs; empty: no MIG",
+            "mig: [[1g.10gb, 7], [3g.40gb, 2], [7g.80gb, 1]]",
+        ),
+    },
+    "MigProfile": {
+        "": "One MIG profile of a GPU model.",
+        "name": ("NVIDIA's profile name; memory in GB is the number before `gb`", "name: 1g.10gb"),
+        "max": ("instances of the profile per GPU", "max: 7"),
+    },
+    "Pool": {
+        "": "A set of identical GPU nodes and the stack that serves them.",
+        "description": ("free text, shown by `check --explain`", "description: A100 inference nodes"),
+        "gpuModel": ("catalog model of the pool's cards", "gpuModel: A100-40GB"),
+        "gpusPerNode": ("cards per node; caps GPUs per pod", "gpusPerNode: 8"),
+        "nodes": ("node count; lets gang-unschedulable deny gangs that can never fit", "nodes: 16"),
+        "nodeSelector": (
+            "labels the pool's nodes carry; merged into every pod placed here",
+            "nodeSelector: {workload: gpu-infer}",
+        ),
+        "tolerations": (
+            "tolerations for the pool's taints; merged into every pod placed here",
+            "tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]",
+        ),
+        "isolation": ("what the pool serves: `exclusive`, `mig`, `shared`", "isolation: [mig, exclusive]"),
+        "mig": ("MIG partitioning; required when isolation lists `mig`", "mig: {strategy: mixed}"),
+        "sharing": (
+            "GPU sharing stack; required when isolation lists `shared`",
+            "sharing: {provider: hami, cores: 30}",
+        ),
+        "rdma": (
+            "RDMA networking injected into pods of classes that want it",
+            "rdma: {networks: [rdma-net-a@net1], resource: {name: rdma/rdma_shared_device_a}}",
+        ),
+        "topology": (
+            "packing level -> node label key (used by class/intent topology)",
+            "topology: {node: kubernetes.io/hostname, switch: network.topology.nvidia.com/leaf}",
+        ),
+        "adoptAs": (
+            "class given to raw GPU requests (no workload label) whose nodeSelector selects this pool",
+            "adoptAs: training",
+        ),
+    },
+    "Toleration": {
+        "": "A Kubernetes toleration.",
+        "key": ("taint key", "key: nvidia.com/gpu"),
+        "operator": ("`Exists` or `Equal`", "operator: Exists"),
+        "value": ("taint value (with `Equal`)", "value: gpu-train"),
+        "effect": ("`NoSchedule`, `PreferNoSchedule` or `NoExecute`", "effect: NoSchedule"),
+        "tolerationSeconds": (
+            "for `NoExecute`: how long the pod stays after the taint appears",
+            "tolerationSeconds: 300",
+        ),
+    },
+    "MigConfig": {
+        "": "How the pool's cards are partitioned.",
+        "strategy": (
+            "`mixed`: pods ask `nvidia.com/mig-<profile>`; `single`: `nvidia.com/gpu` + product node selector",
+            "strategy: mixed",
+        ),
+        "profiles": (
+            "profiles the nodes are partitioned into (checked against the model); default: all of the model's",
+            "profiles: [1g.5gb, 2g.10gb, 3g.20gb]",
+        ),
+    },
+    "SharingConfig": {
+        "": "The GPU sharing stack of a pool.",
+        "provider": (
+            "`aliyun-cgpu`, `hami`, `volcano-vgpu`, `tencent-qgpu` or `time-slicing`",
+            "provider: aliyun-cgpu",
+        ),
+        "renamed": (
+            "time-slicing: the device plugin advertises `nvidia.com/gpu.shared` (renameByDefault)",
+            "renamed: true",
+        ),
+        "cores": ("hami: `nvidia.com/gpucores` percent per slice", "cores: 30"),
+    },
+    "RdmaConfig": {
+        "": "RDMA networking of a pool (Multus + an RDMA device plugin).",
+        "networks": (
+            "Multus networks: `name`, `ns/name` or `ns/name@ifname`",
+            "networks: [rdma-net-a@net1, rdma-net-b@net2]",
+        ),
+        "resource": (
+            "RDMA device resource added to the GPU container",
+            "resource: {name: rdma/rdma_shared_device_a, count: 1}",
+        ),
+        "capabilities": ("capabilities added to the GPU container", "capabilities: [IPC_LOCK]"),
+        "shmSize": ("size of the memory-backed `/dev/shm`; `null` to skip", "shmSize: 64Gi"),
+        "env": (
+            "environment (NCCL) added to the GPU container; never overrides the user's",
+            "env: {NCCL_IB_HCA: mlx5}",
+        ),
+    },
+    "RdmaResource": {
+        "": "An extended resource of an RDMA device plugin.",
+        "name": ("resource name", "name: rdma/rdma_shared_device_a"),
+        "count": ("how many per pod (shared plugin: 1)", "count: 1"),
+    },
+    "WorkloadClass": {
+        "": "What a workload class gets: pools, isolation, limits, gang, RDMA, topology, scheduling.",
+        "description": ("free text, listed in error messages and docs", "description: online inference"),
+        "pools": (
+            "candidate pools in order of preference; the first that fits is taken",
+            "pools: [infer-a100, infer-l4]",
+        ),
+        "isolation": ("default and allowed isolations", "isolation: {default: mig, allowed: [mig, exclusive]}"),
+        "maxGPUs": ("maximum GPUs per pod", "maxGPUs: 8"),
+        "maxGPUMemory": ("maximum gpu-memory per device", "maxGPUMemory: 24Gi"),
+        "defaultGPUMemory": ("gpu-memory used when the intent sets none", "defaultGPUMemory: 5Gi"),
+        "gang": ("gang scheduling", "gang: {backend: volcano, required: true}"),
+        "rdma": ("whether pods of the class get the pool's RDMA by default", "rdma: true"),
+        "topology": (
+            "packing level `node|switch|rack|zone|none`, optionally `:required`",
+            "topology: switch",
+        ),
+        "priorityClassName": ("set on pods that name none", "priorityClassName: gpu-training"),
+        "schedulerName": ("set on pods that name none (or `default-scheduler`)", "schedulerName: volcano"),
+        "qos": ("`Guaranteed`: warn (inference-not-guaranteed) when pods are not Guaranteed QoS", "qos: Guaranteed"),
+        "kueueQueue": (
+            "Kueue LocalQueue for the kueue gang backend (a namespace rule may override)",
+            "kueueQueue: team-queue",
+        ),
+    },
+    "IsolationPolicy": {
+        "": "Isolation of a class: the default and what an intent may ask for.",
+        "default": ("isolation when the intent names none", "default: mig"),
+        "allowed": ("isolations the intent may ask for; default: only the default", "allowed: [mig, exclusive]"),
+    },
+    "GangPolicy": {
+        "": "Gang scheduling of a class's multi-pod workloads.",
+        "backend": ("`none`, `volcano`, `kueue` or `coscheduling`", "backend: volcano"),
+        "required": ("multi-pod workloads must form a gang (rule gang-required)", "required: true"),
+        "allOrNothing": (
+            "deny partial gangs: minAvailable below the replicas (rule gang-incomplete)",
+            "allOrNothing: true",
+        ),
+        "schedulerName": ("scheduler of the gang backend; default `volcano` for volcano", "schedulerName: volcano"),
+    },
+    "Entitlement": {
+        "": "A namespace rule: namespaces whose labels match get these classes (and pools).",
+        "name": ("shown in `check --explain` and lint", "name: training-teams"),
+        "selector": (
+            "namespace label selector; `{}` matches every namespace",
+            "selector: {matchLabels: {gpu-admission.io/tier: training}}",
+        ),
+        "classes": ("classes the namespaces may use", "classes: [training, inference]"),
+        "pools": ("restricts the classes' pools; default: all of them", "pools: [train-h100]"),
+        "kueueQueue": ("Kueue LocalQueue for these namespaces (overrides the class's)", "kueueQueue: research"),
+    },
+    "LabelSelector": {
+        "": "A Kubernetes label selector (all terms must match).",
+        "matchLabels": ("labels that must be equal", "matchLabels: {team: ml}"),
+        "matchExpressions": (
+            "set-based requirements",
+            "matchExpressions: [{key: team, operator: In, values: [ml, research]}]",
+        ),
+    },
+    "SelectorRequirement": {
+        "": "One set-based requirement of a label selector.",
+        "key": ("label key", "key: team"),
+        "operator": ("`In`, `NotIn`, `Exists` or `DoesNotExist`", "operator: In"),
+        "values": ("values for `In`/`NotIn`", "values: [ml, research]"),
+    },
+    "RuleSettings": {
+        "": "The action of one rule: global, per namespace selector, per class, and exemptions.",
+        "action": ("action for everyone else: `deny`, `warn`, `audit` or `off`", "action: warn"),
+        "classes": ("action per class", "classes: {dev: audit}"),
+        "namespaces": (
+            "action per namespace selector; the first matching entry wins over classes and action",
+            "namespaces: [{selector: {matchLabels: {env: sandbox}}, action: audit}]",
+        ),
+        "exempt": (
+            "namespace selectors for which the rule is off",
+            "exempt: [{matchLabels: {gpu-admission.io/raw-gpus: allowed}}]",
+        ),
+    },
+    "NamespaceAction": {
+        "": "A rule action for the namespaces a selector matches.",
+        "selector": ("namespace label selector", "selector: {matchLabels: {env: sandbox}}"),
+        "action": ("`deny`, `warn`, `audit` or `off`", "action: audit"),
+    },
+}
+
+# Models in the order the field reference presents them, with where they sit in a policy document.
+ORDER: tuple[tuple[str, str], ...] = (
+    ("PolicyDocument", "(document)"),
+    ("Metadata", "metadata"),
+    ("PolicySpec", "spec"),
+    ("Settings", "spec.settings"),
+    ("GPUModel", "spec.gpuModels.<model>"),
+    ("MigProfile", "spec.gpuModels.<model>.mig[]"),
+    ("Pool", "spec.pools.<pool>"),
+    ("Toleration", "spec.pools.<pool>.tolerations[]"),
+    ("MigConfig", "spec.pools.<pool>.mig"),
+    ("SharingConfig", "spec.pools.<pool>.sharing"),
+    ("RdmaConfig", "spec.pools.<pool>.rdma"),
+    ("RdmaResource", "spec.pools.<pool>.rdma.resource"),
+    ("WorkloadClass", "spec.classes.<class>"),
+    ("IsolationPolicy", "spec.classes.<class>.isolation"),
+    ("GangPolicy", "spec.classes.<class>.gang"),
+    ("Entitlement", "spec.namespaces[]"),
+    ("LabelSelector", "spec.namespaces[].selector, spec.rules.<id>.exempt[], …"),
+    ("SelectorRequirement", "….matchExpressions[]"),
+    ("RuleSettings", "spec.rules.<rule-id>"),
+    ("NamespaceAction", "spec.rules.<rule-id>.namespaces[]"),
+)
+
+_QUANTITY_FIELDS = {("GPUModel", "memory"), ("WorkloadClass", "maxGPUMemory"),
+                    ("WorkloadClass", "defaultGPUMemory"), ("RdmaConfig", "shmSize")}  # fmt: skip
+
+
+def _example(snippet: str) -> Any:
+    data = yaml.safe_load(snippet)
+    return next(iter(data.values()))
+
+
+def _quantity_branches(prop: dict[str, Any]) -> None:
+    for branch in prop.get("anyOf", [prop]):
+        if branch.get("type") == "string":
+            branch["pattern"] = QUANTITY
+
+
+def policy_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of one policy document, as committed in ``policies/schema.json``."""
+    from webhook.engine.rules import RULES
+
+    raw = m.PolicyDocument.model_json_schema(by_alias=True)
+    defs: dict[str, Any] = raw.pop("$defs")
+    defs["PolicyDocument"] = raw
+    for name, schema in defs.items():
+        docs = FIELDS.get(name)
+        if docs is None:  # enums: their values are the documentation
+            continue
+        schema.pop("title", None)
+        schema["description"] = docs[""]
+        for alias, prop in schema.get("properties", {}).items():
+            prop.pop("title", None)
+            description, example = docs[alias]
+            prop["description"] = description
+            prop["examples"] = [_example(example)]
+            if (name, alias) in _QUANTITY_FIELDS:
+                _quantity_branches(prop)
+    for section in ("pools", "classes"):
+        defs["PolicySpec"]["properties"][section]["propertyNames"] = {"pattern": DNS_LABEL, "maxLength": 63}
+    defs["PolicySpec"]["properties"]["rules"]["propertyNames"] = {"enum": sorted(RULES)}
+    for model, alias in (("Pool", "nodeSelector"), ("LabelSelector", "matchLabels")):
+        defs[model]["properties"][alias]["propertyNames"] = {"pattern": LABEL_KEY}
+    defs["Pool"]["properties"]["topology"]["additionalProperties"] = {"type": "string", "pattern": LABEL_KEY}
+    defs["SelectorRequirement"]["properties"]["key"]["pattern"] = LABEL_KEY
+    defs["MigProfile"]["properties"]["name"]["pattern"] = MIG_PROFILE
+    defs["RdmaResource"]["properties"]["name"]["pattern"] = RESOURCE_NAME
+    defs["GPUModel"]["properties"]["mig"]["items"] = {
+        "anyOf": [
+            {"$ref": "#/$defs/MigProfile"},
+            {
+                "type": "array",
+                "description": "[profile name, max instances]",
+                "prefixItems": [
+                    {"type": "string", "pattern": MIG_PROFILE},
+                    {"type": "integer", "minimum": 1, "maximum": 8},
+                ],
+                "items": False,
+                "minItems": 2,
+            },
+        ]
+    }
+    document = defs.pop("PolicyDocument")
+    return {
+        "$schema": SCHEMA_DIALECT,
+        "title": "GPUPolicy",
+        **{k: v for k, v in document.items() if k != "title"},
+        "$defs": dict(sorted(defs.items())),
+    }
+
+
+def render_schema() -> str:
+    """The committed text: stable key order, two-space indent, trailing newline (diff-friendly)."""
+    return json.dumps(policy_schema(), indent=2, ensure_ascii=False) + "\n"
+
+
+def suite_schema() -> dict[str, Any]:
+    """JSON Schema of a ``PolicyTest`` suite (``policy schema --kind PolicyTest``), for editors."""
+    from webhook.policytest.model import Suite
+
+    raw = Suite.model_json_schema(by_alias=True)
+    return {"$schema": SCHEMA_DIALECT, "title": "PolicyTest", **{k: v for k, v in raw.items() if k != "title"}}
+
+
+# --- field reference (docs/policy.md) ---------------------------------------------------------------
+
+
+def _type_of(prop: dict[str, Any]) -> str:
+    if "$ref" in prop:
+        return _ref_name(prop["$ref"])
+    if "const" in prop:
+        return f"`{prop['const']}`"
+    if "enum" in prop:
+        return " \\| ".join(f"`{v}`" for v in prop["enum"])
+    if "anyOf" in prop:
+        branches = [p for p in prop["anyOf"] if p.get("type") != "null"]
+        if any(p.get("pattern") == QUANTITY for p in branches):
+            return "quantity (`4Gi`, `4096Mi`, `20G`)"
+        return " or ".join(dict.fromkeys(_type_of(p) for p in branches))
+    kind = prop.get("type")
+    if kind == "array" and "prefixItems" in prop:
+        return "`[name, max]` pair"
+    if kind == "array":
+        return f"list of {_type_of(prop.get('items', {}))}"
+    if kind == "object":
+        return f"map {_key_of(prop.get('propertyNames', {}))} → {_value_of(prop.get('additionalProperties'))}"
+    if kind == "string" and prop.get("pattern") == LABEL_KEY:
+        return "label key"
+    return str(kind or "any")
+
+
+def _key_of(keys: dict[str, Any]) -> str:
+    if "enum" in keys:
+        return "rule id" if len(keys["enum"]) > 4 else _type_of(keys)
+    if "$ref" in keys:
+        return _type_of(keys)
+    return {LABEL_KEY: "label key", DNS_LABEL: "name (DNS label)"}.get(keys.get("pattern", ""), "name")
+
+
+def _value_of(value: Any) -> str:
+    return _type_of(value) if isinstance(value, dict) else "value"
+
+
+def _ref_name(ref: str) -> str:
+    name = ref.rsplit("/", 1)[-1]
+    enum = m.__dict__.get(name)
+    if enum is not None and isinstance(enum, type) and issubclass(enum, str) and hasattr(enum, "__members__"):
+        return " \\| ".join(f"`{v.value}`" for v in enum.__members__.values())
+    if name == "Action":
+        return "`deny` \\| `warn` \\| `audit` \\| `off`"
+    return f"[{name}](#{name.lower()})"
+
+
+def _default_of(prop: dict[str, Any], required: bool) -> str:
+    if required:
+        return "**required**"
+    if "default" not in prop:
+        return "—"
+    value = prop["default"]
+    if value in (None, "", [], {}):
+        return "—" if value is None else f"`{json.dumps(value)}`"
+    if isinstance(value, dict):
+        return "see below"
+    return f"`{value if isinstance(value, str) else json.dumps(value)}`"
+
+
+def field_reference() -> str:
+    """Markdown tables of every field of every model, in document order (embedded in docs/policy.md)."""
+    schema = policy_schema()
+    defs = copy.deepcopy(schema["$defs"])
+    defs["PolicyDocument"] = {k: v for k, v in schema.items() if k != "$defs"}
+    out: list[str] = []
+    for name, where in ORDER:
+        model = defs[name]
+        required = set(model.get("required", ()))
+        out.append(f"### {name}")
+        out.append("")
+        out.append(f"`{where}` — {model['description']}")
+        out.append("")
+        out.append("| field | type | default | description | example |")
+        out.append("|---|---|---|---|---|")
+        for alias, prop in model["properties"].items():
+            example = FIELDS[name][alias][1].replace("|", "\\|")
+            out.append(
+                f"| `{alias}` | {_type_of(prop)} | {_default_of(prop, alias in required)} | "
+                f"{prop['description']} | `{example}` |"
+            )
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def rule_catalogue() -> str:
+    """Markdown table of every rule id, its default action and what it catches (from the registry)."""
+    from webhook.engine.rules import RULES
+
+    lines = ["| rule id | default | catches |", "|---|---|---|"]
+    for rule in sorted(RULES.values(), key=lambda r: r.id):
+        lines.append(f"| `{rule.id}` | {rule.default.value} | {rule.catches.replace('|', '/')} |")
+    return "\n".join(lines) + "\n"
