@@ -462,3 +462,18 @@ def test_rule_action_global_class_namespace_and_exemption():
 def test_rule_off():
     policy = _with_rules("    raw-gpu-request: {action: off}\n")
     assert run(policy, pod({}, [container(limits=GPU1)])).violations == ()
+
+
+# --- malformed-object ----------------------------------------------------------------------------------------------
+
+
+def test_malformed_object_is_reported_with_path_and_expected_type(policy):
+    d = run(policy, pod(intent("inference", gpu_memory="4Gi"), nodeSelector=["gpu"]))
+    v = violation(d, "malformed-object")
+    assert v.path == "spec.nodeSelector" and v.message == "spec.nodeSelector must be a map of strings, got a list"
+    assert d.patch == () and not d.allowed
+
+
+def test_malformed_non_gpu_object_is_not_our_business(policy):
+    d = run(policy, pod({}, nodeSelector=["x"]))
+    assert not d.relevant and d.violations == ()

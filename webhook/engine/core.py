@@ -113,7 +113,7 @@ def evaluate(
     mutations.mutate(ctx, patch)
     ctx.mutated = patch.doc
     for state in states:
-        state.after_tpl = _template_at(patch.doc, kind, state.tpl)
+        state.after_tpl = _template_at(patch.doc, state.tpl)
         state.after = inspect_pod(state.after_tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
 
     violations = _run_rules(ctx)
@@ -241,14 +241,13 @@ def _where(state: TemplateState) -> str:
     return f"task {state.tpl.task}" if state.tpl.task is not None else (state.tpl.dotted() or "pod")
 
 
-def _template_at(doc: dict[str, Any], kind: Kind, tpl: Template) -> Template:
+def _template_at(doc: dict[str, Any], tpl: Template) -> Template:
     node: Any = doc
     for part in tpl.path:
         node = node[part] if isinstance(node, dict | list) else {}
     node = node if isinstance(node, dict) else {}
     meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
     spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
-    del kind
     return Template(tpl.path, meta, spec, tpl.replicas, tpl.task)
 
 

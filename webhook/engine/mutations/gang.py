@@ -31,7 +31,6 @@ def job_paths(kind: Kind) -> tuple[tuple, tuple]:
 
 
 def pod_count(ctx: Context) -> int:
-    spec = ctx.obj.get("spec") if isinstance(ctx.obj.get("spec"), dict) else {}
     if ctx.kind is Kind.VOLCANO_JOB:
         return sum(s.tpl.replicas for s in ctx.states)
     if ctx.kind in (Kind.JOB, Kind.CRONJOB):
@@ -52,7 +51,6 @@ def pod_count(ctx: Context) -> int:
         if primary is not None and primary.intent is not None and primary.intent.gang_size:
             return primary.intent.gang_size
         return 1
-    del spec
     return max((s.tpl.replicas for s in ctx.states), default=1)
 
 
