@@ -114,9 +114,7 @@ def generate(
     if renew_before < timedelta(0):
         raise ValueError("renew_before must not be negative")
     if renew_before >= LEAF_VALIDITY:
-        raise ValueError(
-            f"renew_before ({renew_before}) must be shorter than the leaf validity ({LEAF_VALIDITY})"
-        )
+        raise ValueError(f"renew_before ({renew_before}) must be shorter than the leaf validity ({LEAF_VALIDITY})")
     now = now or datetime.now(UTC)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -142,13 +140,9 @@ def generate(
         reasons.append("new CA: serving certificate issued under it")
     leaf_key = ec.generate_private_key(ec.SECP256R1())
     leaf = _new_leaf(ca_cert, ca_key, leaf_key, service, namespace, want_dns, want_ips, now)
-    _write(
-        paths[TLS_KEY], _key_pem(leaf_key), 0o600
-    )  # key first: a reader never pairs a new cert with an old key
+    _write(paths[TLS_KEY], _key_pem(leaf_key), 0o600)  # key first: a reader never pairs a new cert with an old key
     _write(paths[TLS_CERT], _cert_pem(leaf), 0o644)
-    return GenerateResult(
-        out_dir, *paths.values(), created=True, ca_created=ca_created, reasons=tuple(reasons)
-    )
+    return GenerateResult(out_dir, *paths.values(), created=True, ca_created=ca_created, reasons=tuple(reasons))
 
 
 # --- loading and checking what is on disk --------------------------------------------------------
@@ -271,9 +265,7 @@ def _builder(subject: x509.Name, issuer: x509.Name, pub, not_after: datetime, no
     )
 
 
-def _new_ca(
-    service: str, namespace: str, now: datetime
-) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
+def _new_ca(service: str, namespace: str, now: datetime) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     key = ec.generate_private_key(ec.SECP256R1())
     # The timestamp keeps successive CAs distinguishable in a bundle that carries old and new.
     name = x509.Name(
@@ -316,9 +308,7 @@ def _new_leaf(
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(_key_usage(digital_signature=True), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False
-        )
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
 

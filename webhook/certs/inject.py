@@ -157,6 +157,7 @@ class _AdmissionApi:
     @staticmethod
     def _call(kind: Kind, name: str, verb: str, fn: Any) -> dict[str, Any]:
         from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
 
         try:
             response = fn()
@@ -164,7 +165,7 @@ class _AdmissionApi:
             reason = _status_message(exc.body) or exc.reason
             hint = " (does the service account have get/patch on it?)" if exc.status == 403 else ""
             raise InjectError(f"{verb} {kind}webhookconfiguration {name!r}: HTTP {exc.status}: {reason}{hint}") from exc
-        except OSError as exc:  # urllib3 wraps connection failures in OSError subclasses
+        except (HTTPError, OSError) as exc:  # unreachable server, TLS failure, retries exhausted
             raise InjectError(f"{verb} {kind}webhookconfiguration {name!r}: {exc}") from exc
         data = response.data
         try:

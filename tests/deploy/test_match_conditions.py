@@ -1,0 +1,421 @@
+"""The webhooks' matchConditions, taken from the rendered manifests and run with cel-python.
+
+The oracle is the engine itself: an object is GPU-relevant when, for the engine's own view of its pod
+templates (``webhook.engine.workload.templates``) and the default policy's GPU prefixes and intent
+label, it carries the label or a GPU-family resource. The CEL must agree on every object of the
+real-world corpus and on synthetic objects of every kind. API-server semantics are emulated in
+``cel_match`` (all conditions true -> call; any false -> skip; errors -> failurePolicy).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import CORPUS, need_shared
+from tests.deploy.cel_match import CALL, REJECT, SKIP, Webhook, resource_of, unguarded_has
+from tests.deploy.conftest import one, render
+from webhook.engine.workload import classify, templates
+
+
+@pytest.fixture(scope="module")
+def webhooks() -> dict[str, Webhook]:
+    docs = render("base")
+    (mut,) = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    (val,) = one(docs, "ValidatingWebhookConfiguration")["webhooks"]
+    return {"mutating": Webhook(mut), "validating": Webhook(val)}
+
+
+def gpu_relevant(obj: dict[str, Any], policy) -> bool:
+    """The engine's notion, independent of the CEL: intent label anywhere it reads it, or GPU resources."""
+    key = policy.keys.workload
+    kind = classify(obj)
+    assert kind is not None
+    metas = [obj.get("metadata") or {}]
+    if obj.get("kind") == "CronJob":
+        metas.append(((obj.get("spec") or {}).get("jobTemplate") or {}).get("metadata") or {})
+    for tpl in templates(obj, kind):
+        metas.append(tpl.metadata)
+        for group in ("containers", "initContainers"):
+            for c in tpl.spec.get(group) or []:
+                res = (c or {}).get("resources") or {}
+                for section in ("limits", "requests"):
+                    if any(policy.is_gpu_resource(k) for k in (res.get(section) or {})):
+                        return True
+    return any(key in (m.get("labels") or {}) for m in metas)
+
+
+def corpus_objects() -> list[tuple[str, dict[str, Any]]]:
+    need_shared(CORPUS)
+    out = []
+    for path in sorted(CORPUS.rglob("*.yaml")):
+        for i, doc in enumerate(yaml.safe_load_all(path.read_text())):
+            if isinstance(doc, dict) and "kind" in doc:
+                out.append((f"{path.relative_to(CORPUS)}#{i}", doc))
+    return out
+
+
+# --- expression hygiene -----------------------------------------------------------------------------
+
+
+def test_every_nested_has_is_guarded(webhooks):
+    for hook in webhooks.values():
+        for name, expr, _ in hook.conditions:
+            assert unguarded_has(expr) == [], f"{hook.name}/{name}: cel-go errors on these when the parent is absent"
+
+
+def test_cel_uses_the_policy_gpu_prefixes_and_intent_label(webhooks, policy):
+    (_, expr, _) = next(c for c in webhooks["validating"].conditions if c[0] == "gpu-relevant")
+    assert tuple(re.findall(r"k\.startsWith\('([^']+)'\)", expr)) == policy.gpu_prefixes
+    assert set(re.findall(r"'([\w.\-]+/workload)'", expr)) == {policy.keys.workload}
+
+
+# --- the real-world corpus --------------------------------------------------------------------------
+
+
+def test_corpus(webhooks, policy):
+    seen = {"call": [], "skip": []}
+    for where, obj in corpus_objects():
+        res = resource_of(obj)
+        if res is None:
+            # Not a matched kind: the rules already keep it away; the GPU condition must not match either
+            # (a Service or ConfigMap is never GPU-relevant) and must not error.
+            outcome = webhooks["validating"].evaluate(obj, resource=("", "v1", obj["kind"].lower() + "s"))
+            assert outcome.results.get("gpu-relevant") is False or obj["kind"] not in ("Service", "ConfigMap"), where
+            assert not outcome.errors, (where, outcome.errors)
+            continue
+        want = gpu_relevant(obj, policy)
+        for name, hook in webhooks.items():
+            group, _, resource = res
+            if not hook.matches_rules(group, resource, "CREATE"):
+                continue
+            outcome = hook.evaluate(obj)
+            assert not outcome.errors, (where, name, outcome.errors)
+            assert outcome.decision == (CALL if want else SKIP), (where, name, outcome.results)
+        seen["call" if want else "skip"].append(where)
+    calls, skips = set(seen["call"]), set(seen["skip"])
+    assert len(calls) >= 25 and len(skips) >= 10, (len(calls), len(skips))  # the corpus was really exercised
+
+    def has(prefix: str, bucket: set[str]) -> bool:
+        return any(w.startswith(prefix) for w in bucket)
+
+    for positive in (
+        "gpu-operator/gpu-pod.yaml", "gpu-operator/plugin-test.yaml", "hami/default_use.yaml",
+        "hami/mig_example.yaml", "k8s-device-plugin/job-1.yaml", "volcano/mindspore-gpu.yaml",
+        "kubernetes-examples/vllm-deployment.yaml", "volcano-vgpu-device-plugin/vgpu-case03.yaml",
+        "volcano-vgpu-device-plugin/gpu-share.yaml", "k8s-dra-driver-gpu/mig-1g-12gb.yaml",
+    ):  # fmt: skip
+        assert has(positive, calls), positive
+    for negative in (
+        "k8s-device-plugin/nvidia-device-plugin.yaml",  # GPU infra DaemonSet, no GPU request
+        "hami/job-910B3.yaml",  # Ascend NPU, not a GPU family
+        "kueue/sample-dra-extended-resource-job.yaml",  # example.com/gpu is not a GPU family we handle
+        "network-operator/hostdevice-network-pod1.yaml",  # nvidia.com/hostdev is a NIC
+        "kai-scheduler/gpu-sharing.yaml",  # fraction by annotation only: neither label nor resource
+        "website/nginx-deployment.yaml", "website/daemonset.yaml", "volcano/job.yaml",
+    ):  # fmt: skip
+        assert has(negative, skips) and not has(negative, calls), negative
+
+
+def test_non_workload_kinds_never_match(webhooks):
+    for where, obj in corpus_objects():
+        if obj["kind"] in ("Service", "ConfigMap", "Namespace", "NetworkAttachmentDefinition"):
+            outcome = webhooks["validating"].evaluate(obj)
+            assert outcome.results["gpu-relevant"] is False, where
+
+
+# --- synthetic objects of every kind ----------------------------------------------------------------
+
+LABEL = {"gpu-admission.io/workload": "training"}
+
+
+def container(limits: dict | None = None, requests: dict | None = None, name: str = "main") -> dict[str, Any]:
+    c: dict[str, Any] = {"name": name, "image": "busybox"}
+    res = {k: v for k, v in (("limits", limits), ("requests", requests)) if v is not None}
+    if res:
+        c["resources"] = res
+    return c
+
+
+def pod_spec(*containers: dict, init: tuple[dict, ...] = ()) -> dict[str, Any]:
+    spec: dict[str, Any] = {"containers": list(containers) or [container()]}
+    if init:
+        spec["initContainers"] = list(init)
+    return spec
+
+
+def template(spec: dict, labels: dict | None = None) -> dict[str, Any]:
+    tpl: dict[str, Any] = {"spec": spec}
+    if labels is not None:
+        tpl["metadata"] = {"labels": labels}
+    return tpl
+
+
+def make(kind: str, spec: dict, labels: dict | None = None, top_labels: dict | None = None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": "x", "namespace": "team-a"}
+    if top_labels:
+        meta["labels"] = top_labels
+    if kind == "Pod":
+        if labels:
+            meta["labels"] = {**meta.get("labels", {}), **labels}
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec}
+    tpl = template(spec, labels)
+    if kind == "Job":
+        return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {"template": tpl}}
+    if kind == "VolcanoJob":
+        tasks = [
+            {"name": "ps", "replicas": 1, "template": template(pod_spec())},
+            {"name": "worker", "replicas": 2, "template": tpl},
+        ]
+        return {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": meta,
+            "spec": {"minAvailable": 3, "tasks": tasks},
+        }
+    if kind == "CronJob":
+        return {
+            "apiVersion": "batch/v1", "kind": "CronJob", "metadata": meta,
+            "spec": {"schedule": "0 * * * *", "jobTemplate": {"spec": {"template": tpl}}},
+        }  # fmt: skip
+    api = "apps/v1"
+    selector = {"matchLabels": {"app": "x"}}
+    tpl.setdefault("metadata", {}).setdefault("labels", {})["app"] = "x"
+    return {"apiVersion": api, "kind": kind, "metadata": meta, "spec": {"selector": selector, "template": tpl}}
+
+
+KINDS = ["Pod", "Job", "VolcanoJob", "CronJob", "Deployment", "StatefulSet", "ReplicaSet", "DaemonSet"]
+GPU_RESOURCES = [
+    "nvidia.com/gpu", "nvidia.com/mig-1g.5gb", "nvidia.com/gpumem", "nvidia.com/gpucores",
+    "nvidia.com/gpu.shared", "aliyun.com/gpu-mem", "volcano.sh/vgpu-number", "volcano.sh/gpu-memory",
+    "tke.cloud.tencent.com/qgpu-memory",
+]  # fmt: skip
+NOT_GPU = [
+    "cpu",
+    "memory",
+    "amd.com/gpu",
+    "example.com/gpu",
+    "nvidia.com/hostdev",
+    "rdma/rdma_shared_device_a",
+    "huawei.com/Ascend910",
+]
+
+
+def _hooks_for(webhooks: dict[str, Webhook], obj: dict[str, Any], operation: str = "CREATE") -> list[Webhook]:
+    group, _, resource = resource_of(obj)
+    hooks = [h for h in webhooks.values() if h.matches_rules(group, resource, operation)]
+    assert hooks, (obj["kind"], operation)
+    return hooks
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize(
+    ("case", "build", "want"),
+    [
+        ("plain", lambda k: make(k, pod_spec()), SKIP),
+        ("no-resources-at-all", lambda k: make(k, {"containers": [{"name": "c", "image": "i"}]}), SKIP),
+        ("cpu-only", lambda k: make(k, pod_spec(container({"cpu": "1", "memory": "1Gi"}))), SKIP),
+        ("gpu-limit", lambda k: make(k, pod_spec(container({"nvidia.com/gpu": 1}))), CALL),
+        ("gpu-request-only", lambda k: make(k, pod_spec(container(None, {"nvidia.com/gpu": 1}))), CALL),
+        (
+            "gpu-in-2nd-container",
+            lambda k: make(k, pod_spec(container(), container({"nvidia.com/mig-1g.5gb": 1}, name="b"))),
+            CALL,
+        ),
+        (
+            "gpu-in-init-container",
+            lambda k: make(k, pod_spec(container(), init=(container({"aliyun.com/gpu-mem": 4}),))),
+            CALL,
+        ),
+        ("intent-label-on-template", lambda k: make(k, pod_spec(), labels=LABEL), CALL),
+        ("other-labels", lambda k: make(k, pod_spec(), labels={"app.kubernetes.io/name": "x"}), SKIP),
+    ],
+)
+def test_synthetic_create(webhooks, policy, kind, case, build, want):
+    obj = build(kind)
+    assert gpu_relevant(obj, policy) == (want == CALL), "oracle disagrees with the table"
+    for hook in _hooks_for(webhooks, obj):
+        outcome = hook.evaluate(obj)
+        assert not outcome.errors, outcome.errors
+        assert outcome.decision == want, (hook.name, case, outcome.results)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_intent_label_on_the_workload_itself(webhooks, kind):
+    obj = make(kind, pod_spec(), top_labels=LABEL)
+    for hook in _hooks_for(webhooks, obj):
+        assert hook.decide(obj) == CALL
+
+
+def test_intent_label_on_cronjob_job_template(webhooks):
+    obj = make("CronJob", pod_spec())
+    obj["spec"]["jobTemplate"]["metadata"] = {"labels": LABEL}
+    assert webhooks["validating"].decide(obj) == CALL
+
+
+@pytest.mark.parametrize("resource", GPU_RESOURCES)
+def test_every_gpu_family_matches(webhooks, policy, resource):
+    obj = make("Pod", pod_spec(container({resource: 1})))
+    assert policy.is_gpu_resource(resource)
+    assert webhooks["mutating"].decide(obj) == CALL and webhooks["validating"].decide(obj) == CALL
+
+
+@pytest.mark.parametrize("resource", NOT_GPU)
+def test_other_resources_do_not_match(webhooks, policy, resource):
+    obj = make("Pod", pod_spec(container({resource: 1}, {resource: 1})))
+    assert not policy.is_gpu_resource(resource)
+    assert webhooks["mutating"].decide(obj) == SKIP and webhooks["validating"].decide(obj) == SKIP
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}},  # no spec at all
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "x"}, "spec": {}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, "spec": {}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "x"}, "spec": {"template": {}}},
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "x"}, "spec": {"jobTemplate": {}}},
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "x"}, "spec": {"jobTemplate": {"spec": {}}}},
+        {
+            "apiVersion": "batch.volcano.sh/v1alpha1",
+            "kind": "Job",
+            "metadata": {"name": "x"},
+            "spec": {"tasks": [{"name": "a"}]},
+        },
+        {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "x"}, "spec": {"tasks": []}},
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "x"},
+            "spec": {"containers": [{"name": "c", "resources": {}}]},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "x", "labels": {}, "annotations": {}},
+            "spec": {"containers": [], "initContainers": []},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "x"},
+            "spec": {"containers": [{"name": "c", "env": None, "resources": None}]},
+        },
+    ],
+)
+def test_absent_fields_are_false_not_errors(webhooks, obj):
+    for hook in webhooks.values():
+        outcome = hook.evaluate(obj)
+        assert not outcome.errors, outcome.errors
+        assert outcome.decision == SKIP
+
+
+def test_mirror_pods_are_skipped(webhooks):
+    obj = make("Pod", pod_spec(container({"nvidia.com/gpu": 1})))
+    obj["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    assert webhooks["mutating"].decide(obj) == SKIP and webhooks["validating"].decide(obj) == SKIP
+
+
+def test_evaluation_errors_follow_failure_policy(webhooks):
+    """A malformed custom resource (tasks is not a list) makes the CEL error: Fail rejects, Ignore skips."""
+    obj = {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job", "metadata": {"name": "x"}, "spec": {"tasks": 5}}
+    assert webhooks["validating"].evaluate(obj).errors
+    assert webhooks["validating"].decide(obj) == REJECT
+    assert webhooks["mutating"].decide(obj) == SKIP
+    # a false condition wins over an error: the same object as a mirror pod is simply skipped
+    obj["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
+    assert webhooks["validating"].decide(obj) == SKIP
+
+
+# --- UPDATE: only changes that can change the verdict reach the validating webhook ------------------
+
+
+def _update(kind: str, change) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A GPU workload before and after ``change``."""
+    old = make(kind, pod_spec(container({"nvidia.com/gpu": 1})))
+    new = copy.deepcopy(old)
+    change(new)
+    return old, new
+
+
+@pytest.mark.parametrize(
+    ("kind", "what", "change", "want"),
+    [
+        ("Deployment", "scale", lambda o: o["spec"].__setitem__("replicas", 5), SKIP),
+        (
+            "Deployment",
+            "revision annotation",
+            lambda o: o["metadata"].setdefault("annotations", {}).__setitem__("deployment.kubernetes.io/revision", "2"),
+            SKIP,
+        ),
+        ("Deployment", "finalizers", lambda o: o["metadata"].__setitem__("finalizers", ["foregroundDeletion"]), SKIP),
+        (
+            "Deployment",
+            "template image",
+            lambda o: o["spec"]["template"]["spec"]["containers"][0].__setitem__("image", "v2"),
+            CALL,
+        ),
+        (
+            "Deployment",
+            "intent annotation",
+            lambda o: o["metadata"].setdefault("annotations", {}).__setitem__("gpu-admission.io/gpus", "2"),
+            CALL,
+        ),
+        (
+            "Deployment",
+            "label",
+            lambda o: o["metadata"].setdefault("labels", {}).__setitem__("gpu-admission.io/workload", "inference"),
+            CALL,
+        ),
+        ("ReplicaSet", "scale", lambda o: o["spec"].__setitem__("replicas", 0), SKIP),
+        ("StatefulSet", "template", lambda o: o["spec"]["template"]["metadata"]["labels"].__setitem__("v", "2"), CALL),
+        ("DaemonSet", "ownerReferences", lambda o: o["metadata"].__setitem__("ownerReferences", []), SKIP),
+        ("CronJob", "schedule", lambda o: o["spec"].__setitem__("schedule", "5 * * * *"), SKIP),
+        ("CronJob", "job template", lambda o: o["spec"]["jobTemplate"]["spec"].__setitem__("parallelism", 4), CALL),
+        ("Job", "parallelism", lambda o: o["spec"].__setitem__("parallelism", 8), CALL),
+        (
+            "Job",
+            "status-like metadata",
+            lambda o: o["metadata"].setdefault("annotations", {}).__setitem__("batch.kubernetes.io/job-tracking", ""),
+            SKIP,
+        ),
+        ("VolcanoJob", "minAvailable", lambda o: o["spec"].__setitem__("minAvailable", 2), CALL),
+        ("VolcanoJob", "intent annotation removed", None, CALL),
+    ],
+)
+def test_update_narrowing(webhooks, kind, what, change, want):
+    if change is None:  # removal of an intent annotation present on the old object
+        old = make(kind, pod_spec(container({"nvidia.com/gpu": 1})))
+        old["metadata"]["annotations"] = {"gpu-admission.io/gpu-memory": "4Gi"}
+        new = copy.deepcopy(old)
+        new["metadata"]["annotations"] = {}
+    else:
+        old, new = _update(kind, change)
+    hook = webhooks["validating"]
+    group, _, resource = resource_of(new)
+    assert hook.matches_rules(group, resource, "UPDATE")
+    outcome = hook.evaluate(new, operation="UPDATE", old=old)
+    assert not outcome.errors, outcome.errors
+    assert outcome.decision == want, (kind, what, outcome.results)
+
+
+def test_update_of_a_non_gpu_workload_is_skipped(webhooks):
+    old = make("Deployment", pod_spec())
+    new = copy.deepcopy(old)
+    new["spec"]["template"]["spec"]["containers"][0]["image"] = "v2"
+    assert webhooks["validating"].decide(new, operation="UPDATE", old=old) == SKIP
+
+
+def test_no_update_reaches_the_mutating_webhook(webhooks):
+    hook = webhooks["mutating"]
+    for group, resource in (("", "pods"), ("batch", "jobs"), ("batch.volcano.sh", "jobs")):
+        assert hook.matches_rules(group, resource, "CREATE") and not hook.matches_rules(group, resource, "UPDATE")
+
+
+def test_condition_count_is_far_from_the_limit(webhooks):
+    for hook in webhooks.values():
+        assert len(hook.conditions) <= 64
