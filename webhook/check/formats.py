@@ -1,7 +1,9 @@
-"""Render check results: text for people, JSON/YAML for tools, JUnit for CI dashboards.
+"""Render check results: text for people, JSON/YAML for tools, JUnit for CI dashboards, GitHub annotations.
 
 Every message carries ``file:line``; the line is that of the offending field when the engine gives a
-field path, else the document's first line.
+field path, else the document's first line. Each placed object also gets its GPU memory line (what it
+asked for against the device it lands on, ``webhook.check.waste``) and, with ``--explain``, the grouped
+decision trace (``webhook.check.explain``).
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from xml.etree import ElementTree as ET
 
 import yaml
 
+from webhook.check import explain, waste
+from webhook.check.github import write_github
 from webhook.check.runner import CheckResult, Status, Summary, summarize
 from webhook.engine.decision import Action
 from webhook.quantity import format_bytes
@@ -22,9 +26,7 @@ Writer = Callable[[Sequence[CheckResult], TextIO, "Options"], None]
 
 
 class Options:
-    def __init__(
-        self, *, diff: bool = False, explain: bool = False, fail_on: str = "deny", verbose: bool = False
-    ):
+    def __init__(self, *, diff: bool = False, explain: bool = False, fail_on: str = "deny", verbose: bool = False):
         self.diff = diff
         self.explain = explain
         self.fail_on = fail_on
@@ -49,15 +51,19 @@ def diff_lines(result: CheckResult) -> list[str]:
 
 
 def waste_line(result: CheckResult) -> str | None:
-    waste = result.decision.waste if result.decision is not None else None
-    if waste is None or waste.requested_bytes is None:
+    """``gpu memory: 4Gi requested on a MIG 1g.5gb of A100-40GB (5Gi): 80% used, 1Gi idle``.
+
+    Only for objects that would run: a denied object occupies no device.
+    """
+    report = result.decision.waste if result.decision is not None else None
+    if report is None or result.status is Status.DENIED:
         return None
-    share = 100 * waste.requested_bytes / waste.device_bytes if waste.device_bytes else 0
-    return (
-        f"gpu memory: {format_bytes(waste.requested_bytes)} requested on a {waste.device} of "
-        f"{format_bytes(waste.device_bytes)} ({share:.0f}% used, "
-        f"{format_bytes(max(0, waste.device_bytes - waste.requested_bytes))} idle per device)"
-    )
+    return f"gpu memory: {waste.describe(report)}"
+
+
+def placed(results: Sequence[CheckResult]) -> list[CheckResult]:
+    """Results whose objects would run (the ones the GPU memory totals count)."""
+    return [r for r in results if r.status in (Status.ADMITTED, Status.WARNED)]
 
 
 def write_text(results: Sequence[CheckResult], out: TextIO, options: Options) -> None:
@@ -86,20 +92,23 @@ def write_text(results: Sequence[CheckResult], out: TextIO, options: Options) ->
         if line:
             out.write(f"  {line}\n")
         if options.explain:
-            for step in d.explanation:
-                out.write(f"    | {step}\n")
+            for line in explain.render(d.explanation):
+                out.write(f"{line}\n")
         if options.diff:
             for line in diff_lines(r):
                 out.write(f"    {line}\n")
     s = summarize(results)
-    out.write(summary_line(s) + "\n")
+    out.write(summary_line(s, results) + "\n")
 
 
-def summary_line(s: Summary) -> str:
+def summary_line(s: Summary, results: Sequence[CheckResult] | None = None) -> str:
     text = (
         f"checked {s.documents} document(s): {s.admitted} admitted, {s.warned} warned, {s.denied} denied, "
         f"{s.skipped} skipped, {s.invalid} invalid, {s.errors} unreadable; {s.mutated} mutated"
     )
+    if results is not None:
+        line = waste.totals(placed(results)).line()
+        return f"{text}; {line}" if line else text
     if s.device_bytes:
         used = 100 * s.requested_bytes / s.device_bytes
         text += (
@@ -137,21 +146,24 @@ def result_dict(r: CheckResult, options: Options) -> dict[str, Any]:
         out["warnings"] = list(d.warnings)
         out["patch"] = list(d.patch)
         if d.waste is not None:
-            w = d.waste
-            out["gpuMemory"] = {
-                "device": w.device,
-                "requestedBytes": w.requested_bytes,
-                "deviceBytes": w.device_bytes,
-                "devices": w.devices,
-                "pods": w.pods,
-            }
+            out["gpuMemory"] = waste.as_dict(d.waste)
+            if r.status is not Status.DENIED:
+                out["gpuMemory"]["text"] = waste.describe(d.waste)
         if options.explain:
             out["explanation"] = list(d.explanation)
+            out["trace"] = explain.parse(d.explanation).as_dict()
+    return out
+
+
+def summary_dict(results: Sequence[CheckResult]) -> dict[str, Any]:
+    """The runner's counters plus the GPU memory totals of the objects that would run."""
+    out: dict[str, Any] = dict(summarize(results).as_dict())
+    out["gpuMemory"] = waste.totals(placed(results)).as_dict()
     return out
 
 
 def write_json(results: Sequence[CheckResult], out: TextIO, options: Options) -> None:
-    payload = {"results": [result_dict(r, options) for r in results], "summary": summarize(results).as_dict()}
+    payload = {"results": [result_dict(r, options) for r in results], "summary": summary_dict(results)}
     json.dump(payload, out, indent=2)
     out.write("\n")
 
@@ -190,9 +202,24 @@ def write_yaml(results: Sequence[CheckResult], out: TextIO, options: Options) ->
 def write_junit(results: Sequence[CheckResult], out: TextIO, options: Options) -> None:
     suite = ET.Element("testsuite", name="gpu-admission check")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    totals = waste.totals(placed(results))
+    props = ET.SubElement(suite, "properties")
+    for key, value in totals.as_dict().items():
+        ET.SubElement(props, "property", name=f"gpuMemory.{key}", value="" if value is None else str(value))
+    line = totals.line()
+    if line:
+        ET.SubElement(props, "property", name="gpuMemory.summary", value=line)
     for r in results:
         counts["tests"] += 1
         case = ET.SubElement(suite, "testcase", classname=r.file, name=f"{r.label} (line {r.line})")
+        report = r.decision.waste if r.decision is not None else None
+        if report is not None and r.status is not Status.DENIED:
+            case_props = ET.SubElement(case, "properties")
+            for key, value in waste.as_dict(report).items():
+                ET.SubElement(
+                    case_props, "property", name=f"gpuMemory.{key}", value="" if value is None else str(value)
+                )
+            ET.SubElement(case_props, "property", name="gpuMemory.summary", value=waste.describe(report))
         if r.status in (Status.ERROR, Status.INVALID):
             counts["errors"] += 1
             ET.SubElement(
@@ -208,7 +235,8 @@ def write_junit(results: Sequence[CheckResult], out: TextIO, options: Options) -
                 if v.action is Action.DENY or (options.fail_on == "warn" and v.action is Action.WARN)
             ]
             body = "\n".join(
-                f"{r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}" for v in r.decision.violations
+                [f"{r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}" for v in r.decision.violations]
+                + (explain.render(r.decision.explanation, indent="") if options.explain else [])
             )
             if failing:
                 counts["failures"] += 1
@@ -228,6 +256,7 @@ WRITERS: dict[str, Writer] = {
     "json": write_json,
     "yaml": write_yaml,
     "junit": write_junit,
+    "github": write_github,
 }
 
 

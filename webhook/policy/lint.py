@@ -12,7 +12,7 @@ line that causes it, with a hint that says what to change.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +37,27 @@ SHARING_SCHEDULERS: dict[SharingProvider, str] = {
     SharingProvider.HAMI: "hami-scheduler",
     SharingProvider.ALIYUN_CGPU: "default-scheduler",
     SharingProvider.TENCENT_QGPU: "default-scheduler",
+}
+
+
+# Every warning lint can give: code -> what it means (docs/policy.md lists them; a test keeps both in step).
+WARNING_CODES: dict[str, str] = {
+    "unreachable-class": "no namespace rule that can match grants the class: every request for it is denied",
+    "shadowed-namespace-rule": "an earlier spec.namespaces rule matches every namespace this one matches (first wins)",
+    "entitlement-without-pool": "a namespace rule grants a class but its `pools` exclude every pool of the class",
+    "unused-pool": "no class lists the pool: nothing can be placed on it",
+    "isolation-unserved": "a class's default or allowed isolation is served by none of its pools",
+    "sharing-scheduler": "the class sends pods to a scheduler the pool's sharing stack does not work with "
+    "(volcano-vgpu needs volcano, HAMi hami-scheduler, cGPU/qGPU kube-scheduler)",
+    "mig-product-missing": "a single-strategy MIG pool whose GPU model has no `product` to select nodes by",
+    "adopt-outside-class": "`adoptAs` names a class that does not list the pool: adopted pods are always denied",
+    "gang-without-backend": "`gang.required` with backend none: every multi-pod workload of the class is denied",
+    "kueue-queue-missing": "kueue gang backend but no Kueue queue on the class or its namespace rules",
+    "rdma-unserved": "`rdma: true` on a class none of whose pools has RDMA",
+    "topology-unmapped": "the class's topology level has no node label in one of its pools",
+    "max-gpus-unschedulable": "`maxGPUs` above the GPUs per node of every pool of the class",
+    "default-memory-too-large": "`defaultGPUMemory` above `maxGPUMemory` or above every device of the pools",
+    "shadowed-rule-override": "a rule's namespace override can never apply (an exemption or earlier override wins)",
 }
 
 
@@ -113,7 +134,8 @@ def lint_path(path: str | Path) -> LintReport:
         files = policy_files(path)
     except PolicyError as exc:
         report.unreadable = True
-        report.findings.extend(LintFinding(i) for i in exc.issues)
+        usage = "usage: gpu-admission policy lint DIR (default: policies)"
+        report.findings.extend(LintFinding(replace(i, hint=usage) if "--policy" in i.hint else i) for i in exc.issues)
         return report
     texts: list[tuple[str, str]] = []
     for file in files:
@@ -207,6 +229,9 @@ class Warning_:
     loc: tuple[str | int, ...]  # path in the merged spec, without the leading "spec"
     message: str
     hint: str
+
+    def __post_init__(self) -> None:
+        assert self.code in WARNING_CODES, f"undocumented lint warning code {self.code!r}"
 
     def at(self, locator: Locator) -> PolicyIssue:
         file, pos, path = locator.locate(self.loc)
@@ -533,13 +558,18 @@ def _shadowed_rule_overrides(policy: Policy) -> Iterator[Warning_]:
             if shadow is None:
                 continue
             label, selector = shadow
+            hint = (
+                "exemptions always win: narrow the exemption, or drop this override"
+                if label.startswith("exempt")
+                else f"move it above {label}, or narrow that selector"
+            )
             yield Warning_(
                 "shadowed-rule-override",
                 ("rules", rule_id, "namespaces", i, "selector"),
                 f"this override of rule {rule_id!r} never applies: {label} selects {describe(selector)}, "
                 "which includes every namespace it selects and is checked first (exemptions, then overrides "
                 "in order)",
-                f"move it above {label}, or narrow that selector",
+                hint,
             )
 
 

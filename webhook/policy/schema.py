@@ -322,11 +322,21 @@ def policy_schema() -> dict[str, Any]:
         schema["description"] = docs[""]
         for alias, prop in schema.get("properties", {}).items():
             prop.pop("title", None)
+            if alias not in docs:  # a field added to the model but not to FIELDS: tests/workflow says so
+                continue
             description, example = docs[alias]
             prop["description"] = description
             prop["examples"] = [_example(example)]
             if (name, alias) in _QUANTITY_FIELDS:
                 _quantity_branches(prop)
+    action = defs["Action"]
+    defs["Action"] = {
+        "description": action.get("description", ""),
+        "anyOf": [
+            {"type": "string", "enum": action["enum"]},
+            {"const": False, "description": "an unquoted `off` as YAML 1.1 parsers read it"},
+        ],
+    }
     for section in ("pools", "classes"):
         defs["PolicySpec"]["properties"][section]["propertyNames"] = {"pattern": DNS_LABEL, "maxLength": 63}
     defs["PolicySpec"]["properties"]["rules"]["propertyNames"] = {"enum": sorted(RULES)}
@@ -352,12 +362,9 @@ def policy_schema() -> dict[str, Any]:
         ]
     }
     document = defs.pop("PolicyDocument")
-    return {
-        "$schema": SCHEMA_DIALECT,
-        "title": "GPUPolicy",
-        **{k: v for k, v in document.items() if k != "title"},
-        "$defs": dict(sorted(defs.items())),
-    }
+    head = {"$schema": SCHEMA_DIALECT, "title": "GPUPolicy", "description": document.pop("description")}
+    document.pop("title", None)
+    return {**head, **document, "$defs": dict(sorted(defs.items()))}
 
 
 def render_schema() -> str:
@@ -431,7 +438,7 @@ def _default_of(prop: dict[str, Any], required: bool) -> str:
     if value in (None, "", [], {}):
         return "—" if value is None else f"`{json.dumps(value)}`"
     if isinstance(value, dict):
-        return "see below"
+        return "its defaults"
     return f"`{value if isinstance(value, str) else json.dumps(value)}`"
 
 
@@ -451,10 +458,10 @@ def field_reference() -> str:
         out.append("| field | type | default | description | example |")
         out.append("|---|---|---|---|---|")
         for alias, prop in model["properties"].items():
-            example = FIELDS[name][alias][1].replace("|", "\\|")
+            example = FIELDS[name].get(alias, ("", "(undocumented)"))[1].replace("|", "\\|")
             out.append(
                 f"| `{alias}` | {_type_of(prop)} | {_default_of(prop, alias in required)} | "
-                f"{prop['description']} | `{example}` |"
+                f"{prop.get('description', '').replace('|', chr(92) + '|')} | `{example}` |"
             )
         out.append("")
     return "\n".join(out).rstrip() + "\n"
@@ -468,3 +475,27 @@ def rule_catalogue() -> str:
     for rule in sorted(RULES.values(), key=lambda r: r.id):
         lines.append(f"| `{rule.id}` | {rule.default.value} | {rule.catches.replace('|', '/')} |")
     return "\n".join(lines) + "\n"
+
+
+# --- docs/policy.md: regenerate the generated blocks in place -----------------------------------------
+
+GENERATED = {"field-reference": field_reference, "rule-catalogue": rule_catalogue}
+
+
+def _block(name: str) -> tuple[str, str]:
+    return (
+        f"<!-- BEGIN GENERATED {name}: do not edit; gpu-admission policy schema --update-docs -->\n",
+        f"<!-- END GENERATED {name} -->",
+    )
+
+
+def render_doc(text: str) -> str:
+    """``text`` with every generated block (field tables, rule catalogue) replaced by its current content."""
+    for name, render in GENERATED.items():
+        begin, end = _block(name)
+        start = text.find(begin)
+        stop = text.find(end, start)
+        if start < 0 or stop < 0:
+            raise ValueError(f"the document has no generated block {name!r} ({begin.strip()} … {end})")
+        text = text[: start + len(begin)] + "\n" + render() + "\n" + text[stop:]
+    return text

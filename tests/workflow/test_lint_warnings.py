@@ -1,0 +1,318 @@
+"""``policy lint`` warnings: policies that load but mislead, each at file:line with a code and a hint."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+
+import pytest
+
+from tests.conftest import ROOT
+from tests.workflow.conftest import line_of, write_policy
+from webhook.policy.lint import WARNING_CODES
+
+HEAD = "apiVersion: gpu-admission.io/v1\nkind: GPUPolicy\nspec:\n"
+
+
+def spec(body: str) -> str:
+    return HEAD + textwrap.indent(textwrap.dedent(body), "  ")
+
+
+# code -> (policy text, the line the warning must point at, a phrase of the message, a phrase of the hint)
+CASES: dict[str, tuple[str, str, str, str]] = {
+    "unreachable-class": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes:
+              infer: {pools: [a100]}
+              lonely: {pools: [a100]}
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "lonely:",
+        "class 'lonely' is not granted to any namespace",
+        "add it to the classes of a spec.namespaces rule",
+    ),
+    "shadowed-namespace-rule": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes:
+              infer: {pools: [a100]}
+              train: {pools: [a100]}
+            namespaces:
+              - name: everyone
+                selector: {}
+                classes: [infer, train]
+              - name: trainers
+                selector: {matchLabels: {tier: training}}
+                classes: [train]
+            """
+        ),
+        "selector: {matchLabels: {tier: training}}",
+        "namespaces[1] (trainers) never applies: namespaces[0] (everyone) selects every namespace",
+        "move it above namespaces[0] (everyone)",
+    ),
+    "entitlement-without-pool": (
+        spec(
+            """\
+            pools:
+              a100: {gpuModel: A100-40GB, gpusPerNode: 8}
+              h100: {gpuModel: H100-80GB, gpusPerNode: 8}
+            classes:
+              infer: {pools: [a100]}
+              train: {pools: [h100]}
+            namespaces:
+              - selector: {}
+                classes: [infer, train]
+                pools: [a100]
+            """
+        ),
+        "classes: [infer, train]",
+        "grants class 'train' but its pools ['a100'] exclude every pool of the class",
+        "add one of h100",
+    ),
+    "unused-pool": (
+        spec(
+            """\
+            pools:
+              a100: {gpuModel: A100-40GB, gpusPerNode: 8}
+              spare: {gpuModel: L4, gpusPerNode: 2}
+            classes: {infer: {pools: [a100]}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "spare:",
+        "pool 'spare' is not listed by any class",
+        "add it to a class's pools, or remove the pool",
+    ),
+    "isolation-unserved": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8, isolation: [mig, exclusive], mig: {}}}
+            classes:
+              infer: {pools: [a100], isolation: {default: mig, allowed: [mig, shared]}, defaultGPUMemory: 5Gi}
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "allowed: [mig, shared]",
+        "class 'infer' allows isolation 'shared' but none of its pools (a100) serves it",
+        "add 'shared' (and its sharing section)",
+    ),
+    "sharing-scheduler": (
+        spec(
+            """\
+            pools: {t4: {gpuModel: T4, gpusPerNode: 4, isolation: [shared], sharing: {provider: volcano-vgpu}}}
+            classes:
+              dev: {pools: [t4], isolation: {default: shared}, defaultGPUMemory: 4Gi, schedulerName: kai-scheduler}
+            namespaces: [{selector: {}, classes: [dev]}]
+            """
+        ),
+        "dev: {pools: [t4]",
+        "sends pods to scheduler 'kai-scheduler', but pool 't4' shares GPUs with volcano-vgpu",
+        "use schedulerName 'volcano'",
+    ),
+    "mig-product-missing": (
+        spec(
+            """\
+            gpuModels:
+              A100-PCIE: {memory: 40Gi, mig: [[1g.5gb, 7], [7g.40gb, 1]]}
+            pools:
+              a100: {gpuModel: A100-PCIE, gpusPerNode: 8, isolation: [mig], mig: {strategy: single}}
+            classes: {infer: {pools: [a100], isolation: {default: mig}, defaultGPUMemory: 5Gi}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "mig: {strategy: single}",
+        "uses the single MIG strategy, which selects nodes by nvidia.com/gpu.product",
+        "set spec.gpuModels.A100-PCIE.product",
+    ),
+    "adopt-outside-class": (
+        spec(
+            """\
+            pools:
+              a100: {gpuModel: A100-40GB, gpusPerNode: 8}
+              h100: {gpuModel: H100-80GB, gpusPerNode: 8, adoptAs: infer}
+            classes:
+              infer: {pools: [a100]}
+              train: {pools: [h100]}
+            namespaces: [{selector: {}, classes: [infer, train]}]
+            """
+        ),
+        "h100: {gpuModel: H100-80GB",
+        "adopts raw requests as class 'infer', but that class's pools (a100) do not include 'h100'",
+        "add 'h100' to spec.classes.infer.pools",
+    ),
+    "gang-without-backend": (
+        spec(
+            """\
+            pools: {h100: {gpuModel: H100-80GB, gpusPerNode: 8}}
+            classes:
+              train:
+                pools: [h100]
+                gang: {required: true}
+            namespaces: [{selector: {}, classes: [train]}]
+            """
+        ),
+        "gang: {required: true}",
+        "requires a gang but has no gang backend",
+        "set gang.backend to volcano, kueue or coscheduling",
+    ),
+    "kueue-queue-missing": (
+        spec(
+            """\
+            pools: {h100: {gpuModel: H100-80GB, gpusPerNode: 8}}
+            classes:
+              train:
+                pools: [h100]
+                gang: {backend: kueue}
+            namespaces: [{selector: {}, classes: [train]}]
+            """
+        ),
+        "gang: {backend: kueue}",
+        "uses the kueue gang backend but neither the class nor every namespace rule",
+        "set kueueQueue",
+    ),
+    "rdma-unserved": (
+        spec(
+            """\
+            pools: {h100: {gpuModel: H100-80GB, gpusPerNode: 8}}
+            classes:
+              train:
+                pools: [h100]
+                rdma: true
+            namespaces: [{selector: {}, classes: [train]}]
+            """
+        ),
+        "rdma: true",
+        "wants RDMA but none of its pools (h100) has an rdma section",
+        "add rdma (networks, resource) to the pool",
+    ),
+    "topology-unmapped": (
+        spec(
+            """\
+            pools: {h100: {gpuModel: H100-80GB, gpusPerNode: 8, topology: {node: kubernetes.io/hostname}}}
+            classes:
+              train:
+                pools: [h100]
+                topology: rack
+            namespaces: [{selector: {}, classes: [train]}]
+            """
+        ),
+        "topology: rack",
+        "packs gangs by 'rack' but pool 'h100' maps no node label to that level (mapped: node)",
+        "add topology.rack: <node label key> to pool 'h100'",
+    ),
+    "max-gpus-unschedulable": (
+        spec(
+            """\
+            pools: {l4: {gpuModel: L4, gpusPerNode: 2}}
+            classes:
+              infer:
+                pools: [l4]
+                maxGPUs: 4
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "maxGPUs: 4",
+        "allows 4 GPUs per pod but its largest pool node has 2",
+        "lower maxGPUs to 2",
+    ),
+    "default-memory-too-large": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8, isolation: [mig], mig: {}}}
+            classes:
+              infer:
+                pools: [a100]
+                isolation: {default: mig}
+                defaultGPUMemory: 60Gi
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "defaultGPUMemory: 60Gi",
+        "defaultGPUMemory 60Gi of class 'infer' fits no mig device of its pools (largest 40Gi)",
+        "lower defaultGPUMemory to at most 40Gi",
+    ),
+    "shadowed-rule-override": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes: {infer: {pools: [a100]}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            rules:
+              raw-gpu-request:
+                namespaces:
+                  - selector: {matchExpressions: [{key: team, operator: Exists}]}
+                    action: audit
+                  - selector: {matchLabels: {team: ml, env: dev}}
+                    action: "off"
+            """
+        ),
+        "selector: {matchLabels: {team: ml, env: dev}}",
+        "this override of rule 'raw-gpu-request' never applies: namespaces[0] selects team",
+        "move it above namespaces[0]",
+    ),
+}
+
+
+def test_every_warning_code_has_a_case():
+    assert set(CASES) == set(WARNING_CODES)
+
+
+@pytest.mark.parametrize("code", sorted(CASES))
+def test_warning_at_file_line_with_hint(tmp_path, cli, code):
+    text, anchor, message, hint = CASES[code]
+    policy = write_policy(tmp_path / "p", text, "policy.yaml")
+    run = cli("policy", "lint", policy)
+    assert run.code == 0, run.out  # warnings alone do not fail
+    file = policy / "policy.yaml"
+    lines = [line for line in run.out.splitlines() if f"[{code}]" in line]
+    assert lines, run.out
+    line = next((x for x in lines if message in x), None)
+    assert line is not None, run.out
+    assert line.startswith(f"{file}:{line_of(text, anchor)}:") and ": warning: spec." in line
+    assert f"(hint: {hint}" in line
+    strict = cli("policy", "lint", policy, "--strict")
+    assert strict.code == 1 and "fails --strict" in strict.out
+
+
+def test_warnings_in_json_and_github(tmp_path, cli):
+    text, anchor, _, _ = CASES["unused-pool"]
+    policy = write_policy(tmp_path / "p", text, "policy.yaml")
+    report = json.loads(cli("policy", "lint", policy, "-o", "json").out)
+    (issue,) = report["issues"]
+    assert issue["code"] == "unused-pool" and issue["severity"] == "warning"
+    assert issue["line"] == line_of(text, anchor) and issue["path"] == "spec.pools.spare"
+    assert report["warnings"] == 1 and report["errors"] == 0 and report["exitCode"] == 0
+    run = cli("policy", "lint", policy, "-o", "github")
+    assert f"::warning file={policy / 'policy.yaml'},line={line_of(text, anchor)}," in run.out
+    assert "title=[unused-pool]::spec.pools.spare: pool 'spare' is not listed" in run.out
+
+
+def test_shadowing_is_proven_not_guessed(tmp_path, cli):
+    """Disjoint or incomparable selectors are no warning; a narrower rule after a broader one is."""
+    text = spec(
+        """\
+        pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+        classes: {infer: {pools: [a100]}}
+        namespaces:
+          - {selector: {matchLabels: {tier: training}}, classes: [infer]}
+          - {selector: {matchLabels: {tier: serving}}, classes: [infer]}
+          - {selector: {matchExpressions: [{key: team, operator: In, values: [a, b]}]}, classes: [infer]}
+          - {selector: {matchLabels: {team: a, env: dev}}, classes: [infer]}
+          - {selector: {matchExpressions: [{key: tier, operator: NotIn, values: [training]}]}, classes: [infer]}
+          - {selector: {}, classes: [infer]}
+        """
+    )
+    run = cli("policy", "lint", write_policy(tmp_path / "p", text))
+    shadowed = [line for line in run.out.splitlines() if "[shadowed-namespace-rule]" in line]
+    assert len(shadowed) == 1 and "namespaces[3] never applies: namespaces[2] selects team in (a,b)" in shadowed[0]
+
+
+def test_warning_codes_are_documented():
+    doc = (ROOT / "docs" / "policy.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `([a-z-]+)` \|", doc, re.MULTILINE))
+    assert set(WARNING_CODES) <= documented

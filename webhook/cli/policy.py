@@ -1,0 +1,223 @@
+"""``gpu-admission policy lint|test|schema``: the platform team's loop before a policy ships.
+
+lint  — does the policy load, and does it say what its authors meant? (errors, then warnings)
+test  — does it still do what the suites promise for concrete objects?
+schema — the JSON Schema editors validate policy files with.
+
+Exit codes follow ``check``: 0 clean, 1 findings (lint errors or, with --strict, warnings; failed test
+cases), 2 nothing could be judged (unreadable directory, broken suite or policy, bad arguments).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from io import StringIO
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
+
+
+def register(sub: Any) -> None:
+    policy = sub.add_parser(
+        "policy",
+        help="lint, test and describe policy files",
+        description="Work on the policy directory: lint it, run its test suites, print its JSON Schema.",
+    )
+    verbs = policy.add_subparsers(dest="verb", metavar="VERB")
+    verbs.required = True
+
+    lint = verbs.add_parser(
+        "lint",
+        help="report policy errors and warnings at file:line:column",
+        description="Load the policy like the server does and report every error, then warnings about "
+        "policies that load but mislead (unreachable classes, shadowed namespace rules, unused pools, …). "
+        "Exit 0 clean (warnings allowed unless --strict), 1 errors (or warnings with --strict), "
+        "2 unreadable directory.",
+    )
+    lint.add_argument("dir", nargs="?", default="policies", metavar="DIR", help="policy directory (default: policies)")
+    lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
+    lint.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
+    lint.set_defaults(handler=run_lint)
+
+    test = verbs.add_parser(
+        "test",
+        help="run PolicyTest suites against the policy",
+        description="Run the PolicyTest suites under DIR/tests/ (or the suite files given) through the "
+        "admission engine. Exit 0 all passed, 1 a case failed, 2 a suite or its policy is broken.",
+    )
+    test.add_argument(
+        "paths",
+        nargs="*",
+        default=["policies"],
+        metavar="PATH",
+        help="policy directories (suites under PATH/tests/) or suite files (default: policies)",
+    )
+    test.add_argument("--policy", metavar="DIR", help="test this policy directory instead of each suite's own")
+    test.add_argument("--run", metavar="REGEX", help="only cases whose 'suite/case' name matches REGEX")
+    test.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text")
+    test.add_argument("-v", "--verbose", action="store_true", help="=== RUN lines, every decision and trace")
+    test.add_argument(
+        "--coverage", action="store_true", help="list the rules, classes and pools no passing case exercises"
+    )
+    test.add_argument(
+        "--require-coverage",
+        action="store_true",
+        help="like --coverage, and exit 1 unless every rule, class and pool is covered",
+    )
+    test.set_defaults(handler=run_test)
+
+    schema = verbs.add_parser(
+        "schema",
+        help="print the JSON Schema of the policy format",
+        description="Print the JSON Schema (draft 2020-12) generated from the policy model. "
+        "--check FILE exits 1 when FILE differs (for CI); --markdown prints the field reference; "
+        "--update-docs FILE refreshes the generated tables of a document such as docs/policy.md.",
+    )
+    schema.add_argument("--kind", choices=("GPUPolicy", "PolicyTest"), default="GPUPolicy")
+    mode = schema.add_mutually_exclusive_group()
+    mode.add_argument("--check", metavar="FILE", help="compare with FILE instead of printing; exit 1 if stale")
+    mode.add_argument("--markdown", action="store_true", help="print the field reference tables (docs)")
+    mode.add_argument(
+        "--update-docs",
+        metavar="FILE",
+        help="rewrite the generated blocks (field tables, rule catalogue) of FILE, e.g. docs/policy.md",
+    )
+    schema.set_defaults(handler=run_schema)
+
+
+# --- lint --------------------------------------------------------------------------------------------
+
+
+def run_lint(args: argparse.Namespace) -> int:
+    from webhook.check.github import annotation, inert_group
+    from webhook.policy.lint import lint_path
+
+    report = lint_path(args.dir)
+    out = sys.stdout
+    if args.output == "json":
+        json.dump({**report.as_dict(), "strict": args.strict, "exitCode": report.exit_code(args.strict)}, out, indent=2)
+        out.write("\n")
+        return report.exit_code(args.strict)
+    text = StringIO()
+    for finding in report.findings:
+        if args.output == "github":
+            i = finding.issue
+            level = "error" if i.severity == "error" or args.strict else "warning"
+            title = f"[{finding.code}]" if finding.code else "policy error"
+            message = f"{i.path}: {i.message}" + (f" (hint: {i.hint})" if i.hint else "")
+            out.write(annotation(level, message, file=i.file, line=i.line or None, col=i.column or None, title=title))
+        text.write(finding.render() + "\n")
+    if report.unreadable:
+        text.write(f"{report.path}: cannot lint: the policy cannot be read\n")
+    elif report.errors:
+        text.write(f"{report.path}: {report.errors} error(s), {report.warnings} warning(s): the policy does not load\n")
+    else:
+        verdict = "fails --strict" if args.strict and report.warnings else "loads"
+        files = len(report.files)
+        text.write(f"{report.path}: {files} file(s), 0 errors, {report.warnings} warning(s): the policy {verdict}\n")
+    # policy files come from pull requests too: in a GitHub log the text must not carry workflow commands
+    out.write(inert_group("gpu-admission policy lint", text.getvalue()) if args.output == "github" else text.getvalue())
+    return report.exit_code(args.strict)
+
+
+# --- test --------------------------------------------------------------------------------------------
+
+
+def run_test(args: argparse.Namespace) -> int:
+    from webhook.policytest.coverage import coverage as compute_coverage
+    from webhook.policytest.load import SuiteError, discover, load_suites
+    from webhook.policytest.report import WRITERS
+    from webhook.policytest.run import PolicyLoadError, load_policies, run_suites, select
+
+    err = sys.stderr
+    if args.run is not None:
+        try:
+            re.compile(args.run)
+        except re.error as exc:
+            print(f"gpu-admission: --run {args.run!r}: invalid regular expression: {exc}", file=err)
+            return EXIT_UNUSABLE
+    files, missing = discover(args.paths)
+    explicit = [Path(p) for p in args.paths if Path(p).is_file()]
+    try:
+        if missing:
+            raise SuiteError(missing)
+        suites = load_suites(files, explicit=explicit, policy=args.policy)
+    except SuiteError as exc:
+        print("gpu-admission: broken test suite(s); no case was run:", file=err)
+        for issue in exc.issues:
+            print(f"  {issue.render()}", file=err)
+        return EXIT_UNUSABLE
+    if not suites:
+        print(
+            f"gpu-admission: no PolicyTest suites found in {', '.join(args.paths)} "
+            "(looked in <dir>/tests/ for kind: PolicyTest and *.test.yaml)",
+            file=err,
+        )
+        return EXIT_UNUSABLE
+    try:
+        policies = load_policies(suites)
+    except PolicyLoadError as exc:
+        print(
+            f"gpu-admission: the policy in {exc.policy_dir} (used by {', '.join(exc.suites)}) does not load:", file=err
+        )
+        for issue in exc.error.issues:
+            print(f"  {issue.render()}", file=err)
+        return EXIT_UNUSABLE
+    selected = select(suites, args.run)
+    if not selected:
+        print(f"gpu-admission: warning: no case matches --run {args.run!r}", file=err)
+    results = run_suites(selected, policies)
+    wants_coverage = args.coverage or args.require_coverage
+    coverage = compute_coverage(results, policies) if wants_coverage else []
+    WRITERS[args.output](results, sys.stdout, verbose=args.verbose, coverage=coverage)
+    if any(s.failed for s in results):
+        return EXIT_FINDINGS
+    if args.require_coverage and not all(c.complete for c in coverage):
+        print("gpu-admission: coverage is incomplete (see above)", file=err)
+        return EXIT_FINDINGS
+    return EXIT_OK
+
+
+# --- schema ------------------------------------------------------------------------------------------
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    from webhook.policy.schema import field_reference, render_doc, render_schema, suite_schema
+
+    if args.markdown:
+        sys.stdout.write(field_reference())
+        return EXIT_OK
+    if args.update_docs:
+        path = Path(args.update_docs)
+        try:
+            old = path.read_text(encoding="utf-8")
+            new = render_doc(old)
+        except (OSError, ValueError) as exc:
+            print(f"gpu-admission: {path}: {exc}", file=sys.stderr)
+            return EXIT_UNUSABLE
+        if new != old:
+            path.write_text(new, encoding="utf-8")
+        print(f"{path}: {'updated' if new != old else 'up to date'}")
+        return EXIT_OK
+    text = render_schema() if args.kind == "GPUPolicy" else json.dumps(suite_schema(), indent=2) + "\n"
+    if args.check is None:
+        sys.stdout.write(text)
+        return EXIT_OK
+    try:
+        current = Path(args.check).read_text(encoding="utf-8")
+    except OSError as exc:
+        print(f"gpu-admission: {args.check}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    if current == text:
+        print(f"{args.check}: up to date")
+        return EXIT_OK
+    print(
+        f"{args.check}: out of date with the policy model; regenerate it with "
+        f"`gpu-admission policy schema > {args.check}`",
+        file=sys.stderr,
+    )
+    return EXIT_FINDINGS
