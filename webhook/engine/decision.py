@@ -40,6 +40,19 @@ class Violation:
 
 
 @dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one pod template lands and what it gets: the structured twin of the explanation."""
+
+    template: str  # field path of the template ("" for a Pod)
+    class_name: str
+    pool: str
+    isolation: str
+    resources: dict[str, str]
+    device: str
+    adopted_from: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Decision:
     """The verdict for one object.
 
@@ -59,6 +72,7 @@ class Decision:
     relevant: bool = True
     """False when the object carries neither intent nor GPU resources: it was left untouched."""
     waste: WasteReport | None = None
+    placements: tuple[Placement, ...] = ()
 
     @property
     def denials(self) -> tuple[Violation, ...]:

@@ -12,7 +12,7 @@ from fractions import Fraction
 from webhook.engine.intent import Intent
 from webhook.policy.compiled import CompiledPool, Policy, Profile
 from webhook.policy.model import Entitlement, Isolation, SharingProvider, WorkloadClass
-from webhook.quantity import GIB, MIB, ceil_div, format_bytes
+from webhook.quantity import GIB, MIB, ceil_div, format_bytes, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,7 @@ class Resolution:
     skipped: list[tuple[str, str]] = field(default_factory=list)  # (pool, reason)
     device_bytes: int = 0
     device_name: str = ""
+    cls_name: str = ""
 
 
 @dataclass(slots=True)
@@ -75,10 +76,16 @@ def resolve(
             f"not {isolation.value!r}",
         )
     memory = intent.gpu_memory
-    if memory is None and cls.default_gpu_memory is not None:
-        from webhook.quantity import parse_quantity
-
+    memory_source = "intent"
+    if memory is None and cls.default_gpu_memory is not None and isolation is not Isolation.EXCLUSIVE:
+        # Slices are sized by memory; a whole card is not, so the default never invents a waste figure.
         memory = parse_quantity(cls.default_gpu_memory)
+        memory_source = "class defaultGPUMemory"
+    if trace is not None:
+        trace.append(
+            f"isolation {isolation.value} ({'intent' if intent.isolation is not None else 'class default'})"
+            + (f", gpu-memory {format_bytes(memory)} ({memory_source})" if memory is not None else "")
+        )
     if isolation in (Isolation.MIG, Isolation.SHARED) and intent.gpus > 1 and intent.adopted_from is None:
         return Failure(
             "intent-invalid",
@@ -110,6 +117,7 @@ def resolve(
             continue
         result = _backend(policy, pool, intent, isolation, memory)
         result.cls = cls
+        result.cls_name = intent.class_name
         result.rdma = bool(wants_rdma and pool.spec.rdma is not None)
         result.skipped = [(n, r.text) for n, r in skipped]
         if trace is not None:

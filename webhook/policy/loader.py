@@ -384,8 +384,15 @@ def _names(items: Iterable[Isolation]) -> str:
 
 def _validation_issues(source: _Source, exc: ValidationError) -> list[PolicyIssue]:
     out: list[PolicyIssue] = []
-    for err in exc.errors():
+    errors = exc.errors()
+    unknown = {tuple(p for p in e["loc"] if p != "[key]") for e in errors if e["type"] == "extra_forbidden"}
+    for err in errors:
         loc = tuple(p for p in err["loc"] if p != "[key]")
+        if err["type"] == "missing" and any(
+            u[:-1] == loc[:-1] and difflib.SequenceMatcher(None, str(u[-1]), str(loc[-1])).ratio() >= 0.75
+            for u in unknown
+        ):
+            continue  # 'gpusPerNod' is one mistake (a typo), not two: the unknown field's hint says it all
         pos = source.doc.position(loc)
         message, hint = err["msg"], ""
         if err["type"] == "extra_forbidden":

@@ -30,7 +30,7 @@ _MIG_PROFILE = re.compile(r"^([1-8])g\.([0-9]+)gb([+-][a-z.]+)?$")
 
 
 class Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, alias_generator=to_camel, populate_by_name=False)
 
 
 def _quantity(value: object) -> str:

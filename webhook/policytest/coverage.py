@@ -3,13 +3,11 @@
 A suite that never makes ``gang-incomplete`` fire does not protect it; ``policy test --coverage``
 lists what no passing case reaches, per policy directory, the way ``go test -cover`` lists lines.
 
-Classes and pools are read off the engine's decision trace (``pool X: taken``, ``class X (…)``);
-see the report for the structured field that would replace this parsing.
+Classes and pools come from the engine's structured ``Decision.placements``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,9 +15,6 @@ from typing import Any
 
 from webhook.policy import Policy
 from webhook.policytest.run import SuiteResult, fired_rules
-
-_POOL_TAKEN = re.compile(r"^pool (\S+): taken\b")
-_CLASS = re.compile(r": (?:class|raw request adopted as class) ([a-z0-9-]+)\b")
 
 
 @dataclass(slots=True)
@@ -78,9 +73,9 @@ def coverage(results: Sequence[SuiteResult], policies: dict[Path, Policy]) -> li
             for rule_id in case.case.case.expect.rules:
                 if rule_id in fired:
                     cov.rules[rule_id] = True
-            for line in case.decision.explanation:
-                if (m := _POOL_TAKEN.match(line)) and m.group(1) in cov.pools:
-                    cov.pools[m.group(1)] = True
-                if (m := _CLASS.search(line)) and m.group(1) in cov.classes:
-                    cov.classes[m.group(1)] = True
+            for placement in case.decision.placements:
+                if placement.pool in cov.pools:
+                    cov.pools[placement.pool] = True
+                if placement.class_name in cov.classes:
+                    cov.classes[placement.class_name] = True
     return list(out.values())

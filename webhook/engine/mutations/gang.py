@@ -95,6 +95,14 @@ def apply(ctx: Context, patch: PatchBuilder) -> None:
     if gang is None or gang.backend is GangBackend.NONE:
         return
     kind = ctx.kind
+    before = len(patch.ops)
+    _apply(ctx, gang, kind, patch)
+    changed = [op["path"] for op in patch.ops[before:]]
+    if changed:
+        ctx.explain(f"gang: {gang.backend.value} set {', '.join(changed)}")
+
+
+def _apply(ctx: Context, gang: Gang, kind: Kind, patch: PatchBuilder) -> None:
     if gang.backend is GangBackend.VOLCANO:
         scheduler = scheduler_for(ctx)
         if kind is Kind.VOLCANO_JOB:

@@ -77,6 +77,7 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     rdma = res.pool.spec.rdma
     assert rdma is not None
     tpl = state.tpl
+    ops_before = len(patch.ops)
     if rdma.networks:
         path = (*tpl.meta_path, "annotations", NETWORKS)
         value, error = merge_networks(patch.get(path), rdma.networks)
@@ -123,3 +124,12 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         for key in sorted(rdma.env):
             if key not in have:
                 patch.append((*cpath, "env"), {"name": key, "value": rdma.env[key]})
+    parts = [f"networks {','.join(rdma.networks)}"] if rdma.networks else []
+    if rdma.resource is not None:
+        parts.append(f"{rdma.resource.name}: {rdma.resource.count}")
+    parts += list(rdma.capabilities)
+    if rdma.shm_size is not None:
+        parts.append(f"/dev/shm {rdma.shm_size}")
+    if rdma.env:
+        parts.append(f"{len(rdma.env)} NCCL env")
+    ctx.explain(f"rdma: pool {res.pool.name}: {', '.join(parts)} ({len(patch.ops) - ops_before} operation(s))")

@@ -18,10 +18,11 @@ def unset_scheduler(value: object) -> bool:
     return value in (None, "", DEFAULT_SCHEDULER)
 
 
-def set_scheduler(patch: PatchBuilder, spec_path: tuple, name: str) -> None:
+def set_scheduler(patch: PatchBuilder, spec_path: tuple, name: str) -> bool:
     path = (*spec_path, "schedulerName")
     if unset_scheduler(patch.get(path)):
-        patch.set(path, name, overwrite=True)
+        return patch.set(path, name, overwrite=True)
+    return False
 
 
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
@@ -29,11 +30,17 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     if cls is None:
         return
     spec = state.tpl.spec_path
+    done: list[str] = []
     if cls.priority_class_name and not patch.get((*spec, "priorityClassName")):
         patch.set((*spec, "priorityClassName"), cls.priority_class_name, overwrite=True)
-        patch.remove((*spec, "priority"))
-    if cls.scheduler_name:
-        set_scheduler(patch, spec, cls.scheduler_name)
+        done.append(f"priorityClassName {cls.priority_class_name}")
+        if patch.remove((*spec, "priority")):
+            done.append("defaulted spec.priority removed")
+    if cls.scheduler_name and set_scheduler(patch, spec, cls.scheduler_name):
+        done.append(f"schedulerName {cls.scheduler_name}")
     res = state.resolution
-    if res is not None and res.pool.spec.sharing is not None and "volcano.sh/vgpu-number" in res.resources:
-        set_scheduler(patch, spec, "volcano")  # the vGPU device plugin is only honoured by Volcano
+    vgpu = res is not None and "volcano.sh/vgpu-number" in res.resources
+    if vgpu and set_scheduler(patch, spec, "volcano"):  # the vGPU device plugin is only honoured by Volcano
+        done.append("schedulerName volcano (Volcano vGPU)")
+    if done:
+        ctx.explain(f"scheduling: {', '.join(done)}")

@@ -61,6 +61,7 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     affinity = (*tpl.spec_path, "affinity", "podAffinity")
     used = _used_keys(patch, affinity)
     selector = {"matchLabels": dict(gang.selector)}
+    added: list[str] = []
     for rank, lvl in enumerate(levels):
         key = labels[lvl]
         if key in used:
@@ -69,15 +70,17 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         term = {"labelSelector": selector, "topologyKey": key}
         if required and lvl is levels[-1]:
             patch.append((*affinity, REQUIRED), term)
+            added.append(f"required {key}")
         else:
             patch.append((*affinity, PREFERRED), {"weight": max(1, 100 >> rank), "podAffinityTerm": term})
+            added.append(f"{key} ({max(1, 100 >> rank)})")
     coarsest = labels[levels[-1]]
     if gang.backend is GangBackend.KUEUE:
         annotations = patch.get((*tpl.meta_path, "annotations")) or {}
         if not any(k in annotations for k in KUEUE_TAS):
-            patch.set(
-                (*tpl.meta_path, "annotations", KUEUE_REQUIRED if required else KUEUE_PREFERRED), coarsest
-            )
+            key = KUEUE_REQUIRED if required else KUEUE_PREFERRED
+            patch.set((*tpl.meta_path, "annotations", key), coarsest)
+            added.append(f"kueue {key.rsplit('/', 1)[1]} {coarsest}")
     if (
         gang.backend is GangBackend.VOLCANO
         and ctx.kind is Kind.VOLCANO_JOB
@@ -86,7 +89,8 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         tiers = [lvl for lvl in TOPOLOGY_ORDER[1:] if lvl in labels]
         tier = tiers.index(levels[-1]) + 1
         if patch.get(("spec", "networkTopology")) is None:
-            patch.set(
-                ("spec", "networkTopology"),
-                {"mode": "hard" if required else "soft", "highestTierAllowed": tier},
-            )
+            mode = "hard" if required else "soft"
+            patch.set(("spec", "networkTopology"), {"mode": mode, "highestTierAllowed": tier})
+            added.append(f"volcano networkTopology {mode} tier {tier}")
+    if added:
+        ctx.explain(f"topology {level.value}: podAffinity {'; '.join(added)}")
