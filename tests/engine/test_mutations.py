@@ -413,3 +413,30 @@ def test_intent_on_metadata_of_the_pod_template_reads_label_from_template(policy
     out = mutated(run(policy, job(intent("inference", gpu_memory="4Gi"), parallelism=1)))
     assert template_meta(out)["labels"]["gpu-admission.io/workload"] == "inference"
     assert limits(out) == {"nvidia.com/mig-1g.5gb": "1"}
+
+
+def test_explanation_names_every_step_and_placements_are_structured(policy):
+    d = evaluate(
+        policy,
+        vcjob(intent("training")),
+        namespace="llm",
+        namespace_labels={"gpu-admission.io/tier": "training"},
+        explain=True,
+    )
+    text = "\n".join(d.explanation)
+    assert "isolation exclusive (class default)" in text
+    assert "scheduling: priorityClassName gpu-training" in text
+    assert "rdma: pool train-h100: networks rdma-net-a@net1, rdma/rdma_shared_device_a: 1, IPC_LOCK" in text
+    assert "gang: volcano set /spec/schedulerName" in text
+    assert (
+        "topology switch: podAffinity kubernetes.io/hostname (100); network.topology.nvidia.com/leaf (50); "
+        "volcano networkTopology soft tier 1" in text
+    )
+    (placement,) = d.placements
+    assert (placement.template, placement.class_name, placement.pool, placement.isolation) == (
+        "spec.tasks[0].template",
+        "training",
+        "train-h100",
+        "exclusive",
+    )
+    assert placement.resources == {"nvidia.com/gpu": "1"}

@@ -477,3 +477,9 @@ def test_malformed_object_is_reported_with_path_and_expected_type(policy):
 def test_malformed_non_gpu_object_is_not_our_business(policy):
     d = run(policy, pod({}, nodeSelector=["x"]))
     assert not d.relevant and d.violations == ()
+
+
+def test_class_default_memory_does_not_invent_waste_for_whole_cards(policy):
+    d = run(policy, pod(intent("inference", isolation="exclusive")))
+    assert "whole-gpu-waste" not in rules(d)
+    assert d.waste is not None and d.waste.requested_bytes is None
