@@ -440,3 +440,9 @@ def test_explanation_names_every_step_and_placements_are_structured(policy):
         "exclusive",
     )
     assert placement.resources == {"nvidia.com/gpu": "1"}
+
+
+def test_patch_only_mode_skips_rules_but_builds_the_same_patch(policy):
+    obj = pod(intent("inference", gpu_memory="4Gi"))
+    full, patch_only = evaluate(policy, obj), evaluate(policy, obj, validate=False)
+    assert patch_only.patch == full.patch and patch_only.violations == () and full.violations

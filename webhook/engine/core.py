@@ -41,8 +41,12 @@ def evaluate(
     namespace_labels: dict[str, str] | None = None,
     old_object: dict[str, Any] | None = None,
     explain: bool = False,
+    validate: bool = True,
 ) -> Decision:
     """Decide one object. ``namespace`` defaults to the object's own, then ``default``.
+
+    ``validate=False`` builds the patch only: the mutating endpoint returns no verdict (the apiserver
+    asks the validating endpoint about the final object), so it need not pay for the rules.
 
     ``namespace_labels`` are the namespace's labels; when unknown (offline), the apiserver's automatic
     ``kubernetes.io/metadata.name`` label is assumed so name-based selectors still work.
@@ -112,11 +116,14 @@ def evaluate(
     patch = PatchBuilder(obj)
     mutations.mutate(ctx, patch)
     ctx.mutated = patch.doc
-    for state in states:
-        state.after_tpl = _template_at(patch.doc, state.tpl)
-        state.after = inspect_pod(state.after_tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
-
-    violations = _run_rules(ctx)
+    violations: tuple[Violation, ...] = ()
+    if validate:
+        for state in states:
+            state.after_tpl = _template_at(patch.doc, state.tpl)
+            state.after = inspect_pod(
+                state.after_tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources
+            )
+        violations = _run_rules(ctx)
     emits_patch = operation == "CREATE" and kind in MUTABLE_KINDS
     if trace is not None:
         trace.append(

@@ -30,7 +30,7 @@ _POD_SPEC: dict[str, Any] = {
     "nodeName": STR,
     "schedulerName": STR,
     "priorityClassName": STR,
-    "tolerations": [MAP],
+    "tolerations": [{"key": STR, "operator": STR, "value": STR, "effect": STR}],
     "volumes": [{"name": STR}],
     "affinity": {
         "podAffinity": {

@@ -13,10 +13,11 @@ _TOLERATION_KEYS = ("key", "operator", "value", "effect")
 
 
 def _normal(toleration: object) -> tuple:
+    """Comparable form of a toleration (operator defaults to Equal); non-scalar values never match."""
     if not isinstance(toleration, dict):
         return ()
-    op = toleration.get("operator") or "Equal"
-    return tuple(toleration.get(k) if k != "operator" else op for k in _TOLERATION_KEYS)
+    values = [toleration.get("operator") or "Equal" if k == "operator" else toleration.get(k) for k in _TOLERATION_KEYS]
+    return tuple(v if isinstance(v, str | None) else repr(v) for v in values)
 
 
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:

@@ -1,0 +1,277 @@
+"""A small in-thread HTTP server that speaks the Kubernetes list/watch protocol for namespaces.
+
+It emulates the documented apiserver behaviour ("Efficient detection of changes" and "Resource
+versions" in https://kubernetes.io/docs/reference/using-api/api-concepts/) that the cache relies on:
+
+* ``GET /api/v1/namespaces`` -> ``NamespaceList`` with ``metadata.resourceVersion`` (the collection's
+  RV at the time of the list) and every item's own ``metadata.resourceVersion``.
+* ``GET /api/v1/namespaces?watch=true&resourceVersion=RV`` -> ``200``, ``Transfer-Encoding: chunked``,
+  one JSON event per line (``{"type": ADDED|MODIFIED|DELETED|BOOKMARK|ERROR, "object": ...}``) for
+  every change *after* RV, then new changes as they happen, until ``timeoutSeconds`` passes.
+* An RV older than the oldest retained event (history compacted) -> ``200`` with a single ERROR
+  event whose object is a ``Status`` with ``code: 410``, ``reason: Expired``, message
+  ``too old resource version: RV (OLDEST)``, then the stream ends. A real apiserver may also answer
+  the watch request itself with HTTP 410; ``gone_http_once`` emulates that.
+* ``allowWatchBookmarks=true`` -> BOOKMARK events carry only ``metadata.resourceVersion``.
+
+Test controls: ``add``/``modify``/``delete`` record events; ``change_silently`` changes state and
+compacts history (events the client never sees, as after an etcd compaction during a disconnect);
+``drop_watches`` cuts open watch connections without the terminating chunk (a dropped TCP
+connection); ``fail_lists`` answers the next N lists with 500. Every request's query is recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+
+def _namespace(name: str, labels: dict[str, str], rv: int) -> dict[str, Any]:
+    return {
+        "kind": "Namespace",
+        "apiVersion": "v1",
+        "metadata": {
+            "name": name,
+            "uid": f"uid-{name}",
+            "resourceVersion": str(rv),
+            "labels": {"kubernetes.io/metadata.name": name, **labels},
+        },
+        "spec": {"finalizers": ["kubernetes"]},
+        "status": {"phase": "Active"},
+    }
+
+
+class FakeNamespaceAPI:
+    def __init__(self, namespaces: dict[str, dict[str, str]] | None = None):
+        self.rv = 100
+        self.state: dict[str, dict[str, Any]] = {}
+        self.events: list[tuple[int, str, dict[str, Any]]] = []
+        self.oldest = self.rv  # watches from an RV below this get 410
+        self.requests: list[dict[str, Any]] = []
+        self.fail_lists = 0
+        self.gone_http_once = False
+        self._generation = 0  # bumped by drop_watches
+        self._cond = threading.Condition()
+        for name, labels in (namespaces or {}).items():
+            self.rv += 1
+            self.state[name] = _namespace(name, labels, self.rv)
+        self.oldest = self.rv
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeNamespaceAPI:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self.drop_watches()
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+    # --- test controls -------------------------------------------------------------------------
+
+    def _record(self, kind: str, obj: dict[str, Any]) -> None:
+        self.events.append((self.rv, kind, obj))
+        self._cond.notify_all()
+
+    def add(self, name: str, labels: dict[str, str]) -> int:
+        with self._cond:
+            self.rv += 1
+            self.state[name] = _namespace(name, labels, self.rv)
+            self._record("ADDED", self.state[name])
+            return self.rv
+
+    def modify(self, name: str, labels: dict[str, str]) -> int:
+        with self._cond:
+            self.rv += 1
+            self.state[name] = _namespace(name, labels, self.rv)
+            self._record("MODIFIED", self.state[name])
+            return self.rv
+
+    def delete(self, name: str) -> int:
+        with self._cond:
+            self.rv += 1
+            gone = self.state.pop(name)
+            gone = {**gone, "metadata": {**gone["metadata"], "resourceVersion": str(self.rv)}}
+            self._record("DELETED", gone)
+            return self.rv
+
+    def bookmark(self) -> int:
+        with self._cond:
+            self.rv += 1
+            obj = {"kind": "Namespace", "apiVersion": "v1", "metadata": {"resourceVersion": str(self.rv)}}
+            self._record("BOOKMARK", obj)
+            return self.rv
+
+    def change_silently(self, name: str, labels: dict[str, str] | None) -> None:
+        """Change state with the history compacted away: a watcher that was not connected cannot catch up."""
+        with self._cond:
+            self.rv += 1
+            if labels is None:
+                self.state.pop(name, None)
+            else:
+                self.state[name] = _namespace(name, labels, self.rv)
+            self.events.clear()
+            self.oldest = self.rv
+
+    def drop_watches(self) -> None:
+        with self._cond:
+            self._generation += 1
+            self._cond.notify_all()
+
+    def watches(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if r.get("watch")]
+
+    def lists(self) -> list[dict[str, Any]]:
+        return [r for r in self.requests if not r.get("watch")]
+
+    # --- HTTP ----------------------------------------------------------------------------------
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _json(self, status: int, doc: dict[str, Any]) -> None:
+                body = json.dumps(doc).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                url = urlparse(self.path)
+                query = {k: v[-1] for k, v in parse_qs(url.query).items()}
+                watch = query.get("watch", "").lower() in ("true", "1")
+                api.requests.append({"path": url.path, "watch": watch, **query})
+                if url.path != "/api/v1/namespaces":
+                    self._json(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404})
+                    return
+                if watch:
+                    self._watch(query)
+                else:
+                    self._list()
+
+            def _list(self) -> None:
+                with api._cond:
+                    if api.fail_lists > 0:
+                        api.fail_lists -= 1
+                        doc = {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "status": "Failure",
+                            "code": 500,
+                            "reason": "InternalError",
+                            "message": "etcdserver: leader changed",
+                        }
+                        self._json(500, doc)
+                        return
+                    items = list(api.state.values())
+                    rv = api.rv
+                self._json(
+                    200,
+                    {
+                        "kind": "NamespaceList",
+                        "apiVersion": "v1",
+                        "metadata": {"resourceVersion": str(rv)},
+                        "items": items,
+                    },
+                )
+
+            def _chunk(self, doc: dict[str, Any]) -> None:
+                data = json.dumps(doc).encode() + b"\n"
+                self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                self.wfile.flush()
+
+            def _watch(self, query: dict[str, str]) -> None:
+                since = int(query.get("resourceVersion") or 0)
+                timeout = float(query.get("timeoutSeconds") or 30)
+                with api._cond:
+                    if api.gone_http_once:
+                        api.gone_http_once = False
+                        self._json(
+                            410,
+                            {
+                                "kind": "Status",
+                                "apiVersion": "v1",
+                                "status": "Failure",
+                                "code": 410,
+                                "reason": "Gone",
+                                "message": f"too old resource version: {since}",
+                            },
+                        )
+                        return
+                    generation = api._generation
+                    expired = since < api.oldest
+                    oldest = api.oldest
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                if expired:
+                    self._chunk(
+                        {
+                            "type": "ERROR",
+                            "object": {
+                                "kind": "Status",
+                                "apiVersion": "v1",
+                                "metadata": {},
+                                "status": "Failure",
+                                "message": f"too old resource version: {since} ({oldest})",
+                                "reason": "Expired",
+                                "code": 410,
+                            },
+                        }
+                    )
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.close_connection = True
+                    return
+                sent = since
+                deadline = threading.Event()
+                timer = threading.Timer(timeout, lambda: (deadline.set(), api.drop_watches_soft()))
+                timer.daemon = True
+                timer.start()
+                try:
+                    while True:
+                        with api._cond:
+                            pending = [e for e in api.events if e[0] > sent]
+                            if not pending and api._generation == generation and not deadline.is_set():
+                                api._cond.wait(0.5)
+                                pending = [e for e in api.events if e[0] > sent]
+                            dropped = api._generation != generation
+                        for rv, kind, obj in pending:
+                            self._chunk({"type": kind, "object": obj})
+                            sent = rv
+                        if dropped:  # cut the connection: no terminating chunk
+                            self.close_connection = True
+                            self.connection.shutdown(2)
+                            return
+                        if deadline.is_set():  # timeoutSeconds: a clean end of the stream
+                            self.wfile.write(b"0\r\n\r\n")
+                            self.close_connection = True
+                            return
+                except (BrokenPipeError, ConnectionResetError, OSError):
+                    self.close_connection = True
+                finally:
+                    timer.cancel()
+
+        return Handler
+
+    def drop_watches_soft(self) -> None:
+        """Wake watch loops (used by the timeoutSeconds timer) without dropping anything."""
+        with self._cond:
+            self._cond.notify_all()

@@ -1,0 +1,219 @@
+"""The Flask app in process (no gunicorn): failure policy, dry run, skipped operations, readiness,
+metrics. The engine and the policy are the real ones; where a test needs the engine to fail, it
+injects an evaluate function that raises, through the ``Admitter`` seam made for that."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from prometheus_client import REGISTRY
+
+from tests.conftest import POLICIES
+from tests.server import objects
+from tests.server.support import check_response, patch_ops, review
+from webhook.engine import evaluate
+from webhook.server.app import create_app
+from webhook.server.namespace_watch import NamespaceWatchCache
+from webhook.server.namespaces import StaticNamespaces
+from webhook.server.reload import PolicyStore
+from webhook.server.runtime import Runtime
+
+
+def _policy_dir(tmp_path: Path, failure: str) -> Path:
+    text = (POLICIES / "default.yaml").read_text()
+    assert "failure: allow" in text
+    (tmp_path / "default.yaml").write_text(text.replace("failure: allow", f"failure: {failure}"))
+    return tmp_path
+
+
+def _client(store: PolicyStore, **runtime: Any):
+    rt = Runtime(store=store, **runtime)
+    return rt, create_app(rt).test_client()
+
+
+def _post(client, endpoint: str, sent: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    resp = client.post(f"/{endpoint}?timeout=10s", data=orjson.dumps(sent), content_type="application/json")
+    return resp.status_code, resp.get_json()
+
+
+def _sample(name: str, **labels: str) -> float:
+    return REGISTRY.get_sample_value(name, labels) or 0.0
+
+
+def _boom(*args: Any, **kwargs: Any):
+    raise ZeroDivisionError("a bug in a rule")
+
+
+@pytest.fixture(scope="module")
+def store() -> PolicyStore:
+    return PolicyStore.load(POLICIES)
+
+
+def test_engine_error_with_failure_allow_admits_with_a_warning(store, caplog):
+    rt, client = _client(store)
+    rt.admitter.evaluate = _boom
+    before = _sample("gpu_admission_engine_errors_total", endpoint="validate", failure="allow")
+    sent = review(objects.inference_pod(), namespace="ml")
+    with caplog.at_level(logging.ERROR, logger="gpu_admission.server"):
+        status, doc = _post(client, "validate", sent)
+    assert status == 200
+    response = check_response(doc, sent, "validate")
+    assert response["allowed"] is True
+    assert response["warnings"] == [
+        "[engine-error] admitted without GPU policy checks: internal error (ZeroDivisionError)"
+    ]
+    assert "engine-error" in response["auditAnnotations"]
+    assert _sample("gpu_admission_engine_errors_total", endpoint="validate", failure="allow") == before + 1
+    logged = [r for r in caplog.records if r.getMessage().startswith("engine error")]
+    assert logged and logged[0].exc_info is not None, "the traceback goes to the log, not to the user"
+
+    status, doc = _post(client, "mutate", sent)
+    response = check_response(doc, sent, "mutate")
+    assert status == 200 and response == {"uid": sent["request"]["uid"], "allowed": True}
+
+
+def test_engine_error_with_failure_deny_denies_with_the_uid(tmp_path):
+    rt, client = _client(PolicyStore.load(_policy_dir(tmp_path, "deny")))
+    rt.admitter.evaluate = _boom
+    for endpoint in ("mutate", "validate"):
+        sent = review(objects.inference_pod(), namespace="ml")
+        status, doc = _post(client, endpoint, sent)
+        response = check_response(doc, sent, endpoint)
+        assert status == 200 and response["allowed"] is False
+        message = response["status"]["message"]
+        assert message.startswith("[engine-error] gpu-admission could not evaluate this object (ZeroDivisionError)")
+        assert sent["request"]["uid"] in message
+
+
+def test_recursion_in_the_engine_is_an_engine_error_too(store):
+    rt, client = _client(store)
+
+    def deep(*args: Any, **kwargs: Any):
+        return deep(*args, **kwargs)
+
+    rt.admitter.evaluate = deep
+    sent = review(objects.inference_pod(), namespace="ml")
+    status, doc = _post(client, "validate", sent)
+    assert status == 200 and check_response(doc, sent, "validate")["allowed"] is True
+    assert "RecursionError" in doc["response"]["warnings"][0]
+
+
+def test_delete_and_connect_are_allowed_without_asking_the_engine(tmp_path):
+    rt, client = _client(PolicyStore.load(_policy_dir(tmp_path, "deny")))
+    rt.admitter.evaluate = _boom  # would deny, were it called
+    for operation in ("DELETE", "CONNECT"):
+        sent = review(None, operation=operation, old=objects.node_name_pod())
+        for endpoint in ("mutate", "validate"):
+            status, doc = _post(client, endpoint, sent)
+            assert status == 200
+            assert check_response(doc, sent, endpoint) == {"uid": sent["request"]["uid"], "allowed": True}
+
+
+def test_update_is_validated_but_never_mutated(store):
+    _, client = _client(
+        store, namespaces=StaticNamespaces({objects.TRAINING_NS: {"gpu-admission.io/tier": "training"}})
+    )
+    old = objects.qwen_job(8)
+    new = objects.qwen_job(4)
+    sent = review(new, namespace=objects.TRAINING_NS, operation="UPDATE", old=old)
+    status, doc = _post(client, "mutate", sent)
+    assert status == 200 and "patch" not in check_response(doc, sent, "mutate")
+    status, doc = _post(client, "validate", sent)
+    response = check_response(doc, sent, "validate")
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith("[gang-incomplete]")
+
+
+def test_dry_run_gets_the_same_decision_and_is_counted_apart(store):
+    _, client = _client(store)
+    pod = objects.node_name_pod()
+    labels = {"endpoint": "validate", "decision": "denied", "kind": "Pod"}
+    violation = {"rule": "node-name-set", "action": "deny", "kind": "Pod"}
+    dry_before = _sample("gpu_admission_requests_total", dry_run="true", **labels)
+    wet_before = _sample("gpu_admission_requests_total", dry_run="false", **labels)
+    violations_before = _sample("gpu_admission_rule_violations_total", **violation)
+
+    dry = review(pod, dry_run=True)
+    _, dry_doc = _post(client, "validate", dry)
+    wet = review(pod)
+    _, wet_doc = _post(client, "validate", wet)
+
+    assert dry_doc["response"]["allowed"] is False
+    assert dry_doc["response"]["status"] == wet_doc["response"]["status"]
+    assert _sample("gpu_admission_requests_total", dry_run="true", **labels) == dry_before + 1
+    assert _sample("gpu_admission_requests_total", dry_run="false", **labels) == wet_before + 1
+    assert _sample("gpu_admission_rule_violations_total", **violation) == violations_before + 1
+
+
+def test_irrelevant_objects_pass_untouched(store):
+    _, client = _client(store)
+    sent = review(objects.plain_pod())
+    for endpoint in ("mutate", "validate"):
+        status, doc = _post(client, endpoint, sent)
+        assert status == 200
+        assert check_response(doc, sent, endpoint) == {"uid": sent["request"]["uid"], "allowed": True}
+
+
+def test_kind_label_is_bounded(store):
+    _, client = _client(store)
+    odd = {"apiVersion": "example.com/v1", "kind": "K" * 50, "metadata": {"name": "x"}}
+    before = _sample(
+        "gpu_admission_requests_total", endpoint="validate", decision="ignored", kind="other", dry_run="false"
+    )
+    _post(client, "validate", review(odd))
+    after = _sample(
+        "gpu_admission_requests_total", endpoint="validate", decision="ignored", kind="other", dry_run="false"
+    )
+    assert after == before + 1
+
+
+def test_mutate_uses_request_namespace_for_pods_without_one(store):
+    """Pods created by controllers have no metadata.namespace; the namespace's labels must still apply."""
+    _, client = _client(store, namespaces=StaticNamespaces({"research": {"gpu-admission.io/tier": "training"}}))
+    job = objects.training_vcjob()
+    assert "namespace" not in job["metadata"]
+    status, doc = _post(client, "mutate", review(job, namespace="research"))
+    assert status == 200 and patch_ops(doc["response"]), "entitled through the file's labels"
+    _, doc = _post(client, "validate", review(job, namespace="sandbox"))
+    assert doc["response"]["status"]["message"].startswith("[class-not-allowed]")
+
+
+def test_the_response_matches_the_engine_exactly(store):
+    _, client = _client(store)
+    pod = objects.node_name_pod()
+    decision = evaluate(store.policy, pod, operation="CREATE", namespace="ml")
+    _, doc = _post(client, "validate", review(pod, namespace="ml"))
+    assert doc["response"]["status"]["message"] == decision.message
+    assert doc["response"].get("warnings", []) == list(decision.warnings)
+
+
+def test_readyz_waits_for_the_namespace_cache(store):
+    cache = NamespaceWatchCache(lambda: None)  # never started: not synced
+    _, client = _client(store, namespaces=cache)
+    resp = client.get("/readyz")
+    assert resp.status_code == 503
+    assert resp.get_json()["namespaces"] == {
+        "mode": "cluster",
+        "status": "syncing",
+        "synced": False,
+        "namespaces": 0,
+        "resource_version": None,
+    }
+    assert client.get("/healthz").status_code == 200, "liveness does not depend on the cache"
+
+
+def test_readyz_stays_ready_with_a_broken_policy_file_and_shows_where(tmp_path):
+    policy = _policy_dir(tmp_path, "allow")
+    store = PolicyStore.load(policy)
+    _, client = _client(store)
+    (policy / "default.yaml").write_text((policy / "default.yaml").read_text().replace("maxGPUs: 2", "maxGPUs: two"))
+    store.check()
+    resp = client.get("/readyz")
+    assert resp.status_code == 200
+    detail = resp.get_json()["policy"]
+    assert detail["status"] == "stale"
+    assert any(f"{policy / 'default.yaml'}:" in e and "maxGPUs" in e for e in detail["error"])

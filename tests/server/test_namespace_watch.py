@@ -1,0 +1,242 @@
+"""The namespace label cache, driven by the real ``kubernetes`` client against a local server that
+speaks the apiserver's list/watch protocol (see ``fake_apiserver`` for what is emulated and the
+documentation it follows): first list, watch events, a dropped watch resumed from the last
+resourceVersion without a re-list, 410 Gone (as an ERROR event and as an HTTP status) answered by a
+re-list, list errors retried, bookmarks; then the same cache inside a real gunicorn worker.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import POLICIES
+from tests.server import objects
+from tests.server.fake_apiserver import FakeNamespaceAPI
+from tests.server.support import ServerProcess, check_response, review
+from webhook.server.namespace_watch import NamespaceWatchCache
+
+TRAINING = {"gpu-admission.io/tier": "training"}
+
+
+def _api(url: str):
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = url
+    return client.CoreV1Api(client.ApiClient(configuration))
+
+
+def _eventually(check: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeNamespaceAPI]:
+    api = FakeNamespaceAPI({"default": {}, "research": TRAINING}).start()
+    yield api
+    api.stop()
+
+
+@pytest.fixture
+def cache_for(fake: FakeNamespaceAPI) -> Iterator[Callable[..., NamespaceWatchCache]]:
+    made: list[NamespaceWatchCache] = []
+
+    def make(**options) -> NamespaceWatchCache:
+        options = {"backoff_initial": 0.02, "backoff_max": 0.1, "watch_timeout": 30, **options}
+        cache = NamespaceWatchCache(lambda: _api(fake.url), **options)
+        made.append(cache)
+        cache.start()
+        return cache
+
+    yield make
+    for cache in made:
+        cache.stop(timeout=2)
+
+
+def test_first_list_then_watch_events(fake, cache_for):
+    cache = cache_for()
+    assert cache.wait_synced(5)
+    assert cache.labels("research")["gpu-admission.io/tier"] == "training"
+    assert cache.status()["resource_version"] == str(fake.rv)
+    _eventually(lambda: len(fake.watches()) == 1, what="the watch")
+    watch = fake.watches()[0]
+    assert watch["resourceVersion"] == str(fake.rv), "the watch starts where the list ended"
+    assert watch["allowWatchBookmarks"].lower() == "true"
+
+    fake.add("team-a", {"gpu-admission.io/tier": "serving"})
+    _eventually(lambda: cache.labels("team-a") is not None, what="ADDED")
+    fake.modify("research", {"gpu-admission.io/tier": "serving"})
+    _eventually(lambda: cache.labels("research")["gpu-admission.io/tier"] == "serving", what="MODIFIED")
+    rv = fake.delete("default")
+    _eventually(lambda: cache.status()["resource_version"] == str(rv), what="DELETED")
+    assert cache.labels("default") is None
+    assert len(fake.lists()) == 1
+
+
+def test_a_dropped_watch_resumes_from_the_last_resource_version(fake, cache_for):
+    cache = cache_for()
+    assert cache.wait_synced(5)
+    _eventually(lambda: len(fake.watches()) == 1)
+    last = fake.add("team-b", {})
+    _eventually(lambda: cache.status()["resource_version"] == str(last))
+    fake.drop_watches()
+    _eventually(lambda: len(fake.watches()) == 2, what="a new watch")
+    assert fake.watches()[1]["resourceVersion"] == str(last), "resume, do not start over"
+    assert len(fake.lists()) == 1, "a dropped connection is not a reason to re-list"
+    fake.add("team-c", TRAINING)
+    _eventually(lambda: cache.labels("team-c") == {"kubernetes.io/metadata.name": "team-c", **TRAINING})
+
+
+def test_bookmarks_advance_the_resource_version(fake, cache_for):
+    cache = cache_for()
+    assert cache.wait_synced(5)
+    _eventually(lambda: len(fake.watches()) == 1)
+    rv = fake.bookmark()
+    _eventually(lambda: cache.status()["resource_version"] == str(rv), what="the bookmark")
+    fake.drop_watches()
+    _eventually(lambda: len(fake.watches()) == 2)
+    assert fake.watches()[1]["resourceVersion"] == str(rv)
+
+
+def test_410_gone_event_means_relist(fake, cache_for):
+    cache = cache_for()
+    assert cache.wait_synced(5)
+    _eventually(lambda: len(fake.watches()) == 1)
+    # while the client is away, history is compacted: a namespace appears and another one vanishes
+    fake.change_silently("ghost-team", TRAINING)
+    fake.change_silently("default", None)
+    fake.drop_watches()
+    _eventually(lambda: len(fake.lists()) == 2, what="the re-list after 410")
+    _eventually(lambda: cache.labels("ghost-team") is not None, what="state from the re-list")
+    assert cache.labels("default") is None
+    _eventually(lambda: fake.watches()[-1]["resourceVersion"] == str(fake.rv), what="a watch from the new list")
+
+
+def test_410_gone_http_status_means_relist(fake, cache_for):
+    cache = cache_for()
+    assert cache.wait_synced(5)
+    _eventually(lambda: len(fake.watches()) == 1)
+    fake.gone_http_once = True
+    fake.drop_watches()
+    _eventually(lambda: len(fake.lists()) == 2, what="the re-list after HTTP 410")
+    assert cache.ready
+
+
+def test_list_errors_are_retried_until_the_first_sync(fake, cache_for):
+    fake.fail_lists = 2
+    cache = cache_for()
+    assert cache.wait_synced(5)
+    assert len(fake.lists()) == 3
+    assert cache.labels("research") is not None
+    assert cache.status()["status"] == "ok"
+
+
+def test_a_server_side_watch_timeout_rewatches_without_relist(fake, cache_for):
+    cache = cache_for(watch_timeout=1)
+    assert cache.wait_synced(5)
+    _eventually(lambda: len(fake.watches()) >= 2, timeout=6, what="a second watch after timeoutSeconds")
+    assert fake.watches()[0]["timeoutSeconds"] == "1"
+    assert len(fake.lists()) == 1
+
+
+def test_a_lookup_waits_briefly_for_a_namespace_created_a_moment_ago(fake, cache_for):
+    cache = cache_for(miss_wait=3.0)
+    assert cache.wait_synced(5)
+    _eventually(lambda: len(fake.watches()) == 1)
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(cache.labels("just-created")))
+    reader.start()
+    time.sleep(0.1)
+    fake.add("just-created", TRAINING)
+    reader.join(5)
+    assert found and found[0] is not None and found[0]["gpu-admission.io/tier"] == "training"
+
+
+def test_unknown_namespace_returns_none_after_the_short_wait(fake, cache_for):
+    cache = cache_for(miss_wait=0.05)
+    assert cache.wait_synced(5)
+    started = time.monotonic()
+    assert cache.labels("never-existed") is None
+    assert time.monotonic() - started < 1.0
+
+
+# --- inside the real server ---------------------------------------------------------------------------
+
+
+def test_cluster_mode_in_a_gunicorn_worker(tmp_path: Path, server_certs):
+    """``serve --namespaces cluster``: /readyz waits for the first list, decisions follow the labels the
+    watch delivers (a namespace losing its training tier loses the training class)."""
+    fake = FakeNamespaceAPI({"research": TRAINING}).start()
+    fake.fail_lists = 10**6  # the "apiserver" is unavailable at first
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: fake, cluster: {{server: '{fake.url}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: fake, user: u}}]\ncurrent-context: c\n"
+    )
+    server = ServerProcess(
+        tmp_path,
+        [
+            "--policy",
+            str(POLICIES),
+            "--tls-cert",
+            str(server_certs.cert),
+            "--tls-key",
+            str(server_certs.key),
+            "--namespaces",
+            "cluster",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--workers",
+            "1",
+            "--threads",
+            "2",
+        ],
+        ca_files=[server_certs.ca_cert],
+    )
+    server.start(wait_ready=False)
+    try:
+        client = server.client()
+        _eventually(lambda: _readyz(client)[0] == 503, timeout=20, what="the server to answer /readyz")
+        _, detail = _readyz(client)
+        assert detail["namespaces"]["status"] == "syncing" and detail["ready"] is False
+        fake.fail_lists = 0
+        _eventually(lambda: _readyz(client)[0] == 200, timeout=10, what="readiness after the first list")
+        assert server.metric("gpu_admission_namespace_cache_synced") == 1
+
+        job = objects.training_vcjob()
+        sent = review(job, namespace="research")
+        _, doc = client.post_review("validate", sent)
+        assert check_response(doc, sent, "validate")["allowed"] is True
+
+        fake.modify("research", {})
+
+        def denied() -> bool:
+            again = review(job, namespace="research")
+            _, doc = client.post_review("validate", again)
+            return doc["response"]["allowed"] is False
+
+        _eventually(denied, timeout=5, what="the label change to reach the decision")
+        client.close()
+    finally:
+        assert server.stop() == 0
+        fake.stop()
+
+
+def _readyz(client) -> tuple[int, dict]:
+    try:
+        return client.get_json("/readyz")
+    except OSError:
+        client.close()
+        return 0, {}

@@ -1,0 +1,151 @@
+"""One AdmissionReview in, one response out: the only place the server talks to the engine.
+
+``/mutate`` answers with the patch only (always allowed): the apiserver calls ``/validate`` on the
+final object, after every mutating webhook (ours, Kueue's, Volcano's) has run, so warnings and
+denials computed at mutation time would judge an object that does not exist yet.
+
+An exception from the engine is a bug, not the user's fault. It never becomes a 500 (the apiserver
+would apply ``failurePolicy`` with an opaque ``failed calling webhook`` message) nor a dead worker:
+the policy's ``settings.failure`` decides. ``allow`` admits unchanged, logged and counted, with a
+warning and an audit annotation on ``/validate``; ``deny`` rejects with a message that names the
+problem and the uid to find in the log.
+
+Dry-run reviews (``kubectl apply --dry-run=server``) get the same decision; the webhook has no side
+effects to skip beyond metrics, where they are counted with ``dry_run="true"`` in
+``gpu_admission_requests_total`` and left out of ``gpu_admission_rule_violations_total``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from webhook.engine import Decision, evaluate
+from webhook.server import metrics
+from webhook.server.logs import log_decision, server_log
+from webhook.server.namespaces import NamespaceSource
+from webhook.server.reload import PolicyStore
+from webhook.server.review import Review, allow, deny, parse_review
+
+ENGINE_ERROR_RULE = "engine-error"
+
+Evaluate = Callable[..., Decision]
+
+
+class Admitter:
+    """Turns request bodies into response documents; holds no per-request state."""
+
+    def __init__(self, store: PolicyStore, namespaces: NamespaceSource, evaluate_fn: Evaluate = evaluate):
+        self.store = store
+        self.namespaces = namespaces
+        self.evaluate = evaluate_fn  # injectable so tests can make the engine fail on purpose
+
+    def handle(self, endpoint: str, body: bytes) -> dict[str, Any]:
+        """The AdmissionReview response for one POST to ``/mutate`` or ``/validate``; raises ReviewError."""
+        started = time.perf_counter()
+        review = parse_review(body)  # ReviewError -> the app answers 4xx
+        if review.operation in ("DELETE", "CONNECT") or (endpoint == "mutate" and review.operation != "CREATE"):
+            # nothing to decide: the engine mutates only on CREATE and validates only CREATE/UPDATE
+            doc = allow(review)
+            self._account(endpoint, review, started, "ignored", review.obj or review.old_object, extra={})
+            return doc
+        policy = self.store.policy  # read once: this request sees one policy even if a reload swaps it
+        try:
+            labels = self.namespaces.labels(review.namespace) if review.namespace else None
+            decision = self.evaluate(
+                policy,
+                review.obj,
+                operation=review.operation,
+                namespace=review.namespace,
+                namespace_labels=labels,
+                old_object=review.old_object,
+                validate=endpoint == "validate",
+            )
+            doc, outcome, extra = self._respond(endpoint, review, decision)
+        except Exception as exc:
+            doc, outcome, extra = self._engine_failed(endpoint, review, policy.settings.failure, exc)
+        extra["policy"] = policy.digest
+        self._account(endpoint, review, started, outcome, review.obj, extra)
+        return doc
+
+    def _respond(self, endpoint: str, review: Review, decision: Decision) -> tuple[dict[str, Any], str, dict[str, Any]]:
+        extra: dict[str, Any] = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant}
+        if endpoint == "mutate":
+            doc = allow(review, patch=decision.patch)
+            extra.update(allowed=True, patch_ops=len(decision.patch))
+            outcome = "patched" if decision.patch else ("allowed" if decision.relevant else "ignored")
+            return doc, outcome, extra
+        warnings = decision.warnings
+        audit = decision.audit_annotations
+        if decision.allowed:
+            doc = allow(review, warnings=warnings, audit=audit)
+            outcome = "allowed" if decision.relevant else "ignored"
+        else:
+            doc = deny(review, decision.message, warnings=warnings, audit=audit)
+            outcome = "denied"
+        extra.update(
+            allowed=decision.allowed,
+            rules=[v.rule for v in decision.violations],
+            warnings=len(warnings),
+        )
+        if not review.dry_run and decision.violations:
+            kind = metrics.kind_label(review.obj)
+            for v in decision.violations:
+                metrics.VIOLATIONS.labels(v.rule, v.action.value, kind).inc()
+        return doc, outcome, extra
+
+    def _engine_failed(
+        self, endpoint: str, review: Review, failure: str, exc: Exception
+    ) -> tuple[dict[str, Any], str, dict[str, Any]]:
+        what = type(exc).__name__
+        server_log.error(
+            "engine error; applying settings.failure",
+            exc_info=exc,
+            extra={"fields": {"uid": review.uid, "endpoint": endpoint, "failure": failure, "error": what}},
+        )
+        metrics.ENGINE_ERRORS.labels(endpoint, failure).inc()
+        extra: dict[str, Any] = {"error": what, "failure": failure, "rules": [ENGINE_ERROR_RULE]}
+        if failure == "deny":
+            message = (
+                f"[{ENGINE_ERROR_RULE}] gpu-admission could not evaluate this object ({what}) and the policy's "
+                f"settings.failure is deny; retry, or ask the platform team to look up uid {review.uid} in the "
+                "webhook log"
+            )
+            extra["allowed"] = False
+            return deny(review, message), "error", extra
+        extra["allowed"] = True
+        if endpoint == "mutate":
+            return allow(review), "error", extra
+        note = f"[{ENGINE_ERROR_RULE}] admitted without GPU policy checks: internal error ({what})"
+        return allow(review, warnings=[note], audit={ENGINE_ERROR_RULE: note}), "error", extra
+
+    def _account(
+        self,
+        endpoint: str,
+        review: Review,
+        started: float,
+        outcome: str,
+        obj: Any,
+        extra: dict[str, Any],
+    ) -> None:
+        elapsed = time.perf_counter() - started
+        metrics.LATENCY.labels(endpoint).observe(elapsed)
+        metrics.REQUESTS.labels(endpoint, outcome, metrics.kind_label(obj), "true" if review.dry_run else "false").inc()
+        fields: dict[str, Any] = {
+            "endpoint": endpoint,
+            "uid": review.uid,
+            "operation": review.operation,
+            "namespace": review.namespace,
+            "decision": outcome,
+            "dry_run": review.dry_run,
+            "latency_ms": round(elapsed * 1000, 3),
+        }
+        if "kind" not in extra:
+            meta = obj.get("metadata") if isinstance(obj, dict) else None
+            meta = meta if isinstance(meta, dict) else {}
+            fields["kind"] = obj.get("kind") if isinstance(obj, dict) else None
+            fields["name"] = meta.get("name") or meta.get("generateName")
+            fields["allowed"] = True
+        fields.update(extra)
+        log_decision(fields)

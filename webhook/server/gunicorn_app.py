@@ -1,0 +1,131 @@
+"""gunicorn, run programmatically: the settings that matter for an admission webhook, and the hooks.
+
+Choices (reference B1, B3):
+
+* ``gthread`` workers: keep-alive. The apiserver reuses HTTP/1.1 connections; ``sync`` workers
+  close after each response and every review would pay a TLS handshake.
+* ``preload_app``: the engine and the policy are imported/compiled once in the master and shared
+  copy-on-write; per-worker threads (policy/cert tickers, namespace watch) start in
+  ``post_worker_init``, after fork.
+* TLS only, via the ``ssl_context`` hook (:class:`~webhook.server.tls.CertReloader`); there is no
+  plaintext admission listener. Metrics are plain HTTP on a separate port, served by the master.
+* ``control_socket_disable``: the control socket would be created under ``$HOME`` and logs an error
+  on a read-only root filesystem. ``worker_tmp_dir=/dev/shm``: heartbeat ``fchmod`` on a disk-backed
+  tmp can stall workers.
+* Graceful SIGTERM is gunicorn's (27.x gthread): listeners close, in-flight requests finish within
+  ``graceful_timeout``, kept-alive connections are closed (a request arriving on one during the
+  short linger gets ``Connection: close``), so the apiserver does not keep sending to a terminating
+  pod (kubernetes#127335).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import ssl
+from typing import Any
+
+from gunicorn.app.base import BaseApplication
+
+from webhook.server import metrics
+from webhook.server.app import create_app
+from webhook.server.logs import logconfig_dict, server_log
+from webhook.server.runtime import Runtime
+from webhook.server.settings import ServeSettings, split_hostport
+
+
+def gunicorn_options(settings: ServeSettings) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "bind": [settings.bind],
+        "workers": settings.workers,
+        "threads": settings.threads,
+        "worker_class": "gthread",
+        "keepalive": settings.keepalive,
+        "timeout": settings.timeout,
+        "graceful_timeout": settings.graceful_timeout,
+        "preload_app": True,
+        "control_socket_disable": True,
+        "certfile": settings.tls_cert,
+        "keyfile": settings.tls_key,
+        "accesslog": None,  # the decision log is the access log, without bodies
+        "logconfig_dict": logconfig_dict(settings.log_level),
+        "loglevel": settings.log_level,
+        "proc_name": "gpu-admission",
+        "max_requests": 0,  # recycling leaks prometheus multiprocess files (client_python#275)
+    }
+    if settings.client_ca:
+        options["ca_certs"] = settings.client_ca
+        options["cert_reqs"] = ssl.CERT_REQUIRED
+    if os.path.isdir("/dev/shm"):
+        options["worker_tmp_dir"] = "/dev/shm"
+    return options
+
+
+class AdmissionServer(BaseApplication):
+    """The gunicorn application: builds the Flask app once (master) and wires the hooks."""
+
+    def __init__(self, settings: ServeSettings, runtime: Runtime, cleanup_dir: str | None = None):
+        self.settings = settings
+        self.runtime = runtime
+        self.cleanup_dir = cleanup_dir
+        super().__init__(prog="gpu-admission serve")
+
+    def load_config(self) -> None:
+        for key, value in gunicorn_options(self.settings).items():
+            self.cfg.set(key, value)
+        if self.runtime.tls is not None:
+            self.cfg.set("ssl_context", self.runtime.tls)
+        self.cfg.set("when_ready", self.when_ready)
+        self.cfg.set("post_worker_init", self.post_worker_init)
+        self.cfg.set("worker_exit", self.worker_exit)
+        self.cfg.set("child_exit", self.child_exit)
+        self.cfg.set("on_exit", self.on_exit)
+
+    def load(self) -> Any:
+        return create_app(self.runtime)
+
+    # --- hooks: master ----------------------------------------------------------------------------
+
+    def when_ready(self, server: Any) -> None:
+        if self.settings.metrics_bind:
+            host, port = split_hostport(self.settings.metrics_bind)
+            try:
+                metrics.serve_metrics(host, port)
+                server_log.info(f"metrics on http://{self.settings.metrics_bind}/metrics")
+            except OSError as exc:  # admission matters more than metrics: keep serving, say so loudly
+                server_log.error(f"metrics endpoint {self.settings.metrics_bind} not started: {exc}")
+        server_log.info(
+            "gpu-admission ready",
+            extra={
+                "fields": {
+                    "bind": self.settings.bind,
+                    "policy": self.runtime.store.policy.digest,
+                    "workers": self.settings.workers,
+                    "threads": self.settings.threads,
+                    "namespaces": self.runtime.namespaces.status().get("mode"),
+                    "client_ca": bool(self.settings.client_ca),
+                }
+            },
+        )
+
+    def child_exit(self, server: Any, worker: Any) -> None:
+        metrics.mark_worker_dead(worker.pid)
+
+    def on_exit(self, server: Any) -> None:
+        if self.cleanup_dir:
+            shutil.rmtree(self.cleanup_dir, ignore_errors=True)
+
+    # --- hooks: worker ----------------------------------------------------------------------------
+
+    def post_worker_init(self, worker: Any) -> None:
+        if self.runtime.tls is not None:
+            from gunicorn import sock
+
+            try:  # load the context now: fail loudly at start, and publish the expiry metric at once
+                sock.ssl_context(worker.cfg)
+            except (ssl.SSLError, OSError) as exc:
+                server_log.error(f"TLS context does not load: {exc}")
+        self.runtime.start()
+
+    def worker_exit(self, server: Any, worker: Any) -> None:
+        self.runtime.stop()

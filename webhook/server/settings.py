@@ -1,0 +1,47 @@
+"""Server settings: one frozen value built by ``serve`` from flags, then environment, then defaults.
+
+Environment variables exist because a Deployment sizes a pod with ``env`` (often from the downward
+API: ``GPU_ADMISSION_WORKERS`` from the CPU limit) while the command line stays the same image-wide.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+ENV_PREFIX = "GPU_ADMISSION_"
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    policy: str = "policies"
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    client_ca: str | None = None
+    bind: str = "0.0.0.0:8443"
+    workers: int = 2
+    threads: int = 8
+    metrics_bind: str | None = "0.0.0.0:9102"  # None: no metrics endpoint
+    namespaces: str = "auto"  # auto | none | cluster | FILE
+    kubeconfig: str | None = None
+    certs_dir: str = "certs"
+    keepalive: int = 75
+    timeout: int = 30
+    graceful_timeout: int = 20
+    policy_interval: float = 2.0
+    cert_interval: float = 2.0
+    log_level: str = "info"
+
+
+def env(name: str, default: str | None = None) -> str | None:
+    """``GPU_ADMISSION_<NAME>`` or ``default``; an empty value counts as unset."""
+    value = os.environ.get(ENV_PREFIX + name)
+    return value if value not in (None, "") else default
+
+
+def split_hostport(value: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[::1]:PORT`` for IPv6) -> (host, port); ValueError on anything else."""
+    host, sep, port = value.rpartition(":")
+    if not sep or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"expected HOST:PORT, got {value!r}")
+    return host.strip("[]") or "0.0.0.0", int(port)

@@ -1,0 +1,138 @@
+"""TLS for the admission port: gunicorn's ``ssl_context`` hook with a cached, content-hashed context.
+
+gunicorn calls the hook for every accepted connection. Its default factory re-reads and re-parses the
+certificate and key each time (rotation for free, a PEM parse per connection). This hook builds the
+context once and rebuilds it only when the *contents* of the cert, key or client-CA file change:
+hashing, not mtimes, because a Kubernetes Secret volume updates by swapping a ``..data`` symlink
+(reference B1; kopf does the same). Checks happen at most every ``interval`` seconds on the
+connection path and, so that idle workers and the expiry metric stay current, from a background
+ticker too.
+
+A half-rotated pair (new cert, old key) fails to load: the old context keeps serving and the next
+check tries again, so a rotation never fails a handshake. TLS 1.2 is the floor; with ``--client-ca``
+the default factory sets ``CERT_REQUIRED`` from gunicorn's ``cert_reqs``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ssl
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from webhook.server import metrics
+from webhook.server.logs import server_log
+
+
+def _read(path: str | None) -> bytes:
+    if not path:
+        return b""
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class CertReloader:
+    """Callable as gunicorn's ``ssl_context(config, default_ssl_context_factory)``; one per process."""
+
+    def __init__(self, interval: float = 2.0):
+        self.interval = interval
+        self._lock = threading.Lock()
+        self._ctx: ssl.SSLContext | None = None
+        self._digest: bytes | None = None
+        self._checked = 0.0
+        self._conf: Any = None
+        self._factory: Callable[[], ssl.SSLContext] | None = None
+        self.not_after: datetime | None = None
+        self.serial: str | None = None
+        self.loaded_at: float | None = None
+        self.error: str | None = None
+
+    def __call__(self, conf: Any, default_ssl_context_factory: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
+        ctx = self._ctx
+        if ctx is not None and time.monotonic() - self._checked < self.interval:
+            return ctx  # the common case: no lock, no I/O
+        with self._lock:
+            self._conf, self._factory = conf, default_ssl_context_factory
+            self._refresh()
+            if self._ctx is None:
+                raise ssl.SSLError(f"no usable TLS certificate: {self.error}")
+            return self._ctx
+
+    def refresh(self) -> None:
+        """Background check (ticker): pick up rotated files even when no connection arrives."""
+        with self._lock:
+            if self._factory is not None:
+                self._refresh()
+
+    def _refresh(self) -> None:
+        self._checked = time.monotonic()
+        conf = self._conf
+        try:
+            cert = _read(conf.certfile)
+            digest = hashlib.sha256(cert + b"\0" + _read(conf.keyfile) + b"\0" + _read(conf.ca_certs)).digest()
+        except OSError as exc:  # mid-swap or unmounted: keep serving what we have
+            self._fail(f"cannot read certificate files: {exc}")
+            return
+        if digest == self._digest:
+            return
+        try:
+            ctx = self._factory()  # type: ignore[misc]
+            ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        except (ssl.SSLError, OSError, ValueError) as exc:
+            self._fail(f"cannot load certificate/key: {exc}")
+            return
+        first = self._ctx is None
+        self._ctx, self._digest = ctx, digest
+        self.loaded_at = time.time()
+        self.error = None
+        self._describe(cert)
+        metrics.CERT_RELOADS.labels("success").inc()
+        if not first:
+            server_log.info(
+                "TLS certificate reloaded",
+                extra={"fields": {"serial": self.serial, "not_after": _iso(self.not_after)}},
+            )
+
+    def _fail(self, message: str) -> None:
+        if message != self.error:
+            metrics.CERT_RELOADS.labels("failure").inc()
+            server_log.warning(
+                message + ("; the previous certificate keeps serving" if self._ctx is not None else ""),
+                extra={"fields": {"certfile": getattr(self._conf, "certfile", None)}},
+            )
+        self.error = message
+
+    def _describe(self, pem: bytes) -> None:
+        try:
+            from cryptography import x509
+
+            cert = x509.load_pem_x509_certificate(pem)
+        except ValueError as exc:
+            server_log.warning(f"cannot parse the serving certificate for its expiry: {exc}")
+            self.not_after = self.serial = None
+            return
+        self.not_after = cert.not_valid_after_utc
+        self.serial = format(cert.serial_number, "x")
+        metrics.CERT_EXPIRY.set(self.not_after.timestamp())
+
+    def status(self) -> dict[str, Any]:
+        """For ``/readyz``: a serving certificate must be loaded and not expired."""
+        now = datetime.now(UTC)
+        valid = self._ctx is not None and (self.not_after is None or self.not_after > now)
+        out: dict[str, Any] = {
+            "status": "ok" if valid else "invalid",
+            "serial": self.serial,
+            "not_after": _iso(self.not_after),
+        }
+        if self.not_after is not None:
+            out["expires_in_seconds"] = int((self.not_after - now).total_seconds())
+        if self.error:
+            out["error"] = self.error
+        return out
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
