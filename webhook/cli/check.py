@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -12,6 +11,7 @@ import yaml
 from webhook.check.formats import WRITERS, Options, exit_code
 from webhook.check.inputs import read_sources
 from webhook.check.runner import Namespaces, check_sources
+from webhook.namespace_labels import read_namespace_file
 from webhook.policy import PolicyError, load_policy
 
 EXIT_BAD_INPUT = 2
@@ -53,28 +53,7 @@ def register(sub: Any) -> None:
 
 
 def load_namespaces(path: str | None, default: str) -> Namespaces:
-    labels: dict[str, dict[str, str]] = {}
-    if path is None:
-        return Namespaces(default, labels)
-    text = Path(path).read_text(encoding="utf-8")
-    for doc in yaml.safe_load_all(text):
-        if not isinstance(doc, dict):
-            continue
-        items = doc.get("items") if doc.get("kind") in ("List", "NamespaceList") else None
-        if doc.get("kind") == "Namespace":
-            items = [doc]
-        if items is not None:
-            for item in items:
-                meta = item.get("metadata") or {}
-                labels[str(meta.get("name"))] = {
-                    str(k): str(v) for k, v in (meta.get("labels") or {}).items()
-                }
-            continue
-        for name, values in doc.items():
-            if values is not None and not isinstance(values, dict):
-                raise ValueError(f"{path}: namespace {name!r} must map to a label map")
-            labels[str(name)] = {str(k): str(v) for k, v in (values or {}).items()}
-    return Namespaces(default, labels)
+    return Namespaces(default, read_namespace_file(path) if path is not None else {})
 
 
 def run(args: argparse.Namespace) -> int:

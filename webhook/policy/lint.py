@@ -29,6 +29,7 @@ from webhook.policy.model import (
     SharingProvider,
 )
 from webhook.quantity import format_bytes, parse_quantity
+from webhook.validation_errors import dotted as _dotted
 
 # Schedulers a sharing stack's resources are only understood by. HAMi's own webhook sets
 # ``hami-scheduler`` when the pod names none; cGPU and qGPU are scheduler *extenders* of kube-scheduler.
@@ -211,13 +212,6 @@ class Locator:
             return "", yamlpos.Position(0, 0), _dotted(path)
         file, doc = source
         return file, doc.position(path), _dotted(path)
-
-
-def _dotted(path: Sequence[str | int]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
-    return out
 
 
 # --- warnings ----------------------------------------------------------------------------------------

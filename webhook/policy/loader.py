@@ -8,18 +8,18 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-import types
-import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from webhook import yamlpos
 from webhook.policy.compiled import Policy
 from webhook.policy.model import API_VERSION, KIND, Isolation, PolicyDocument, PolicySpec
+from webhook.validation_errors import dotted as _dotted
+from webhook.validation_errors import field_errors
 from webhook.yamlpos import Position
 
 
@@ -384,76 +384,7 @@ def _names(items: Iterable[Isolation]) -> str:
 
 def _validation_issues(source: _Source, exc: ValidationError) -> list[PolicyIssue]:
     out: list[PolicyIssue] = []
-    errors = exc.errors()
-    unknown = {tuple(p for p in e["loc"] if p != "[key]") for e in errors if e["type"] == "extra_forbidden"}
-    for err in errors:
-        loc = tuple(p for p in err["loc"] if p != "[key]")
-        if err["type"] == "missing" and any(
-            u[:-1] == loc[:-1] and difflib.SequenceMatcher(None, str(u[-1]), str(loc[-1])).ratio() >= 0.75
-            for u in unknown
-        ):
-            continue  # 'gpusPerNod' is one mistake (a typo), not two: the unknown field's hint says it all
-        pos = source.doc.position(loc)
-        message, hint = err["msg"], ""
-        if err["type"] == "extra_forbidden":
-            parent = _model_at(PolicyDocument, loc[:-1])
-            if parent is not None:
-                fields = [f.alias or n for n, f in parent.model_fields.items()]
-                match = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.5)
-                message = f"unknown field {loc[-1]!r}"
-                hint = f"did you mean {match[0]!r}?" if match else f"valid fields: {', '.join(fields)}"
-        elif err["type"] == "missing":
-            message = f"required field {loc[-1]!r} is missing"
-        elif err["type"] in ("literal_error", "enum"):
-            message = f"{err['msg']} (got {err.get('input')!r})"
-        elif message.startswith("Value error, "):
-            message = message[len("Value error, ") :]
-        out.append(PolicyIssue(source.file, pos.line, pos.column, _dotted(loc), message, hint))
-    return out
-
-
-def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
-    """Follow a pydantic error location through the model classes (for 'did you mean' hints)."""
-    current: Any = model
-    for part in loc:
-        current = _unwrap(current)
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            by_alias = {(f.alias or n): f for n, f in current.model_fields.items()}
-            fld = by_alias.get(str(part)) or current.model_fields.get(str(part))
-            if fld is None:
-                return None
-            current = fld.annotation
-            continue
-        origin = typing.get_origin(current)
-        args = typing.get_args(current)
-        if origin in (dict, typing.Mapping) and args:
-            current = args[1]
-        elif origin in (tuple, list) and args:
-            current = args[0]
-        else:
-            return None
-    current = _unwrap(current)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-def _unwrap(annotation: Any) -> Any:
-    while True:
-        origin = typing.get_origin(annotation)
-        if origin is typing.Annotated:
-            annotation = typing.get_args(annotation)[0]
-        elif origin in (typing.Union, types.UnionType):
-            args = [a for a in typing.get_args(annotation) if a is not type(None)]
-            models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
-            annotation = models[0] if models else args[0]
-        else:
-            return annotation
-
-
-def _dotted(path: Sequence[Any]) -> str:
-    out = ""
-    for part in path:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += ("." if out else "") + str(part)
+    for err in field_errors(PolicyDocument, exc):
+        pos = source.doc.position(err.loc)
+        out.append(PolicyIssue(source.file, pos.line, pos.column, _dotted(err.loc), err.message, err.hint))
     return out

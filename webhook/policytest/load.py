@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import difflib
 import os
-import types
-import typing
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from webhook import yamlpos
 from webhook.policytest.model import API_VERSION, KIND, Case, Suite
+from webhook.validation_errors import dotted as _dotted
+from webhook.validation_errors import field_errors
 
 SUITE_SUFFIXES = (".test.yaml", ".test.yml")
 YAML_SUFFIXES = (".yaml", ".yml")
@@ -321,60 +321,9 @@ def _near(word: str, options: Iterable[str]) -> str:
 
 def _validation_issues(file: str, doc: yamlpos.Document, exc: ValidationError) -> list[SuiteIssue]:
     out: list[SuiteIssue] = []
-    errors = exc.errors()
-    nested = {tuple(e["loc"][:i]) for e in errors for i in range(1, len(e["loc"]))}
-    for err in errors:
-        if err["type"] == "too_short" and tuple(err["loc"]) in nested:
-            continue  # "cases: at least 1 item" only repeats that the item itself is invalid
-        loc = tuple(p for p in err["loc"] if p != "[key]")
-        pos = doc.position(loc)
-        message, hint = err["msg"], ""
-        if err["type"] == "extra_forbidden":
-            parent = _model_at(Suite, loc[:-1])
-            fields = [f.alias or n for n, f in parent.model_fields.items()] if parent else []
-            message = f"unknown field {loc[-1]!r}"
-            match = difflib.get_close_matches(str(loc[-1]), fields, n=1, cutoff=0.5)
-            hint = f"did you mean {match[0]!r}?" if match else (f"valid fields: {', '.join(fields)}" if fields else "")
-        elif err["type"] == "missing":
-            message = f"required field {loc[-1]!r} is missing"
-        elif err["type"] in ("literal_error", "enum"):
-            message = f"{err['msg']} (got {err.get('input')!r})"
-        elif message.startswith("Value error, "):
-            message = message[len("Value error, ") :]
-        out.append(SuiteIssue(file, pos.line, pos.column, _dotted(loc), message, hint))
+    for err in field_errors(Suite, exc):
+        pos = doc.position(err.loc)
+        out.append(SuiteIssue(file, pos.line, pos.column, _dotted(err.loc), err.message, err.hint))
     return out
 
 
-def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:
-    """Follow an error location through the model classes, to list the fields valid at that level."""
-    current: Any = model
-    for part in loc:
-        current = _unwrap(current)
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            by_alias = {(f.alias or n): f for n, f in current.model_fields.items()}
-            fld = by_alias.get(str(part))
-            if fld is None:
-                return None
-            current = fld.annotation
-        elif typing.get_origin(current) in (tuple, list) and isinstance(part, int):
-            current = typing.get_args(current)[0]
-        elif typing.get_origin(current) is dict:
-            current = typing.get_args(current)[1]
-        else:
-            return None
-    current = _unwrap(current)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
-
-
-def _unwrap(annotation: Any) -> Any:
-    while typing.get_origin(annotation) in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
-        annotation = args[0]
-    return annotation
-
-
-def _dotted(path: Sequence[Any]) -> str:
-    out = ""
-    for part in path:
-        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
-    return out

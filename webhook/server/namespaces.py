@@ -16,10 +16,9 @@ API, so labels come from one of these sources, chosen once at start:
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Protocol
 
-import yaml
+from webhook.namespace_labels import read_namespace_file
 
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
@@ -67,41 +66,6 @@ class StaticNamespaces(OfflineNamespaces):
 
     def status(self) -> dict[str, Any]:
         return {"mode": "file", "status": "ok", "file": self.source, "namespaces": len(self._labels)}
-
-
-def read_namespace_file(path: str | Path) -> dict[str, dict[str, str]]:
-    """Parse ``{ns: {label: value}}`` or Namespace/NamespaceList/List documents; ValueError on bad shape."""
-    out: dict[str, dict[str, str]] = {}
-    text = Path(path).read_text(encoding="utf-8")
-    for doc in yaml.safe_load_all(text):
-        if doc is None:
-            continue
-        if not isinstance(doc, dict):
-            raise ValueError(f"{path}: expected a mapping of namespace -> labels or Namespace objects")
-        if doc.get("kind") == "Namespace":
-            items: list[Any] | None = [doc]
-        elif doc.get("kind") in ("List", "NamespaceList"):
-            items = doc.get("items") or []
-        else:
-            items = None
-        if items is not None:
-            for item in items:
-                meta = item.get("metadata") if isinstance(item, dict) else None
-                if not isinstance(meta, dict) or not meta.get("name"):
-                    raise ValueError(f"{path}: a Namespace without metadata.name")
-                out[str(meta["name"])] = _labels(path, meta["name"], meta.get("labels"))
-            continue
-        for name, labels in doc.items():
-            out[str(name)] = _labels(path, name, labels)
-    return out
-
-
-def _labels(path: str | Path, name: Any, labels: Any) -> dict[str, str]:
-    if labels is None:
-        return {}
-    if not isinstance(labels, dict):
-        raise ValueError(f"{path}: namespace {name!r} must map to a label map, got {type(labels).__name__}")
-    return {str(k): str(v) for k, v in labels.items()}
 
 
 def namespace_source(spec: str, kubeconfig: str | None = None, **watch_options: Any) -> NamespaceSource:
