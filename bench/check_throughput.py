@@ -18,7 +18,7 @@ from pathlib import Path
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from bench.workloads import INFERENCE_POD, TRAINING_JOB_POD  # noqa: E402
+from bench.workloads import INFERENCE_POD, TRAINING_JOB_POD
 
 SERVICE = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"},
            "spec": {"selector": {"app": "web"}, "ports": [{"port": 80, "targetPort": 8080}]}}

@@ -292,12 +292,19 @@ class ServerProcess:
                     out.append(record)
         return out
 
-    def decisions(self, uid: str | None = None) -> list[dict[str, Any]]:
-        return [
-            r
-            for r in self.log_records()
-            if r.get("logger") == "gpu_admission.decision" and (uid is None or r.get("uid") == uid)
-        ]
+    def decisions(self, uid: str | None = None, timeout: float = 5.0) -> list[dict[str, Any]]:
+        """Decision lines (of ``uid``). A worker writes them in batches, up to
+        ``webhook.server.logs.DECISION_FLUSH_DELAY`` after the answer, so a uid's lines are waited for."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [
+                r
+                for r in self.log_records()
+                if r.get("logger") == "gpu_admission.decision" and (uid is None or r.get("uid") == uid)
+            ]
+            if found or uid is None or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:
         if self.proc is None:

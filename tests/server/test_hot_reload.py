@@ -1,9 +1,10 @@
 """Certificate rotation and policy reload while the real server is under load.
 
 Both the Secret (certificate) and the ConfigMap (policy) are laid out the way the kubelet mounts them
-(``AtomicDir``: files are symlinks into ``..data``, swapped with one rename). A background load keeps
-sending reviews on fresh connections and on one kept-alive connection the whole time; not one of
-them may fail.
+(``AtomicDir``: files are symlinks into ``..data``, swapped with one rename). A background load of
+concurrent clients (``CLIENTS`` threads, each alternating a fresh connection and its own kept-alive
+one, so new handshakes race the swap on both workers) runs the whole time; not one request may fail.
+Also selected by ``pytest -m reliability``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from tests.server import objects
 from tests.server.support import ApiserverClient, AtomicDir, ServerProcess, check_response, patch_ops, review
 from webhook.certs.generate import generate
 
-pytestmark = [pytest.mark.server, pytest.mark.slow]
+pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.reliability]
+
+CLIENTS = 4
 
 DEFAULT = (POLICIES / "default.yaml").read_text()
 
@@ -48,44 +51,52 @@ def _eventually(check: Callable[[], bool], timeout: float = 10.0, what: str = "c
 
 
 class Load:
-    """Reviews in a loop: alternately on a new connection and on one kept-alive connection."""
+    """``clients`` threads sending reviews in a loop, each alternately on a new connection and on its
+    own kept-alive connection."""
 
-    def __init__(self, server: ServerProcess, ca_files: list[Path]):
+    def __init__(self, server: ServerProcess, ca_files: list[Path], clients: int = CLIENTS):
         self.server = server
         self.ca_files = ca_files
         self.failures: list[str] = []
         self.priorities: Counter[str] = Counter()
         self.sent = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.keepalive = ApiserverClient(server.port, ca_files)
+        self._threads = [threading.Thread(target=self._run, args=(i,), daemon=True) for i in range(clients)]
+        self.keepalives = [ApiserverClient(server.port, ca_files) for _ in range(clients)]
 
     def __enter__(self) -> Load:
-        self._thread.start()
+        for t in self._threads:
+            t.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join(10)
-        self.keepalive.close()
+        for t in self._threads:
+            t.join(10)
+        for c in self.keepalives:
+            c.close()
 
-    def _one(self, client: ApiserverClient) -> None:
+    def _one(self, client: ApiserverClient) -> str:
         sent = review(objects.inference_pod(), namespace=objects.SERVING_NS)
         status, doc = client.post_review("mutate", sent)
         assert status == 200, status
         response = check_response(doc, sent, "mutate")
         values = [op["value"] for op in patch_ops(response) if op["path"] == "/spec/priorityClassName"]
-        self.priorities[values[0] if values else "-"] += 1
+        return values[0] if values else "-"
 
-    def _run(self) -> None:
+    def _run(self, index: int) -> None:
         while not self._stop.is_set():
             fresh = ApiserverClient(self.server.port, self.ca_files)
-            for client in (fresh, self.keepalive):
+            for client in (fresh, self.keepalives[index]):
                 try:
-                    self._one(client)
-                    self.sent += 1
+                    priority = self._one(client)
+                    with self._lock:
+                        self.sent += 1
+                        self.priorities[priority] += 1
                 except Exception as exc:
-                    self.failures.append(f"{type(exc).__name__}: {exc}")
+                    with self._lock:
+                        self.failures.append(f"{type(exc).__name__}: {exc}")
             fresh.close()
 
 
@@ -148,9 +159,11 @@ def test_certificate_rotation_loses_no_request(setup):
 
         _eventually(new_connections_get_b, what="the rotated certificate on new connections")
         time.sleep(0.3)
+    print(f"\ncertificate rotation under load: {load.sent} requests from {CLIENTS} clients, "
+          f"{len(load.failures)} failed")
     assert load.failures == []
-    assert load.sent > 20
-    assert load.keepalive.handshakes == 1, "the kept-alive connection survived the rotation"
+    assert load.sent > 20 * CLIENTS
+    assert all(c.handshakes == 1 for c in load.keepalives), "the kept-alive connections survived the rotation"
     not_after_b = x509.load_pem_x509_certificate(pairs["b"].cert.read_bytes()).not_valid_after_utc.timestamp()
     _eventually(
         lambda: server.metric("gpu_admission_cert_expiry_timestamp_seconds") == pytest.approx(not_after_b),
@@ -207,6 +220,8 @@ def test_policy_good_broken_good_under_load(setup):
         configmap.write({"default.yaml": _policy("gpu-inference-v3")})
         _eventually(all_say("gpu-inference-v3"), what="the fixed policy to serve")
         _eventually(lambda: server.metric("gpu_admission_policy_reload_error") == 0, what="the error gauge to clear")
+    print(f"\npolicy good -> broken -> good under load: {load.sent} requests from {CLIENTS} clients, "
+          f"{len(load.failures)} failed, served by policy: {dict(load.priorities)}")
     assert load.failures == []
     assert set(load.priorities) <= {"gpu-inference", "gpu-inference-v2", "gpu-inference-v3"}
     assert load.priorities["gpu-inference-v2"] > 0

@@ -42,11 +42,15 @@ def evaluate(
     old_object: dict[str, Any] | None = None,
     explain: bool = False,
     validate: bool = True,
+    details: bool = True,
 ) -> Decision:
     """Decide one object. ``namespace`` defaults to the object's own, then ``default``.
 
     ``validate=False`` builds the patch only: the mutating endpoint returns no verdict (the apiserver
     asks the validating endpoint about the final object), so it need not pay for the rules.
+
+    ``details=False`` leaves out ``waste`` and ``placements``, the reports ``check`` and ``policy test``
+    print; the admission server never reads them and skips their cost on every review.
 
     ``namespace_labels`` are the namespace's labels; when unknown (offline), the apiserver's automatic
     ``kubernetes.io/metadata.name`` label is assumed so name-based selectors still work.
@@ -139,20 +143,24 @@ def evaluate(
         explanation=tuple(trace or ()),
         mutated=patch.doc if emits_patch else obj,
         relevant=True,
-        waste=_waste(ctx),
-        placements=tuple(
-            Placement(
-                template=s.tpl.dotted(),
-                class_name=s.resolution.cls_name,
-                pool=s.resolution.pool.name,
-                isolation=s.resolution.isolation.value,
-                resources=dict(s.resolution.resources),
-                device=s.resolution.device_name,
-                adopted_from=s.intent.adopted_from if s.intent is not None else None,
-            )
-            for s in states
-            if s.resolution is not None
-        ),
+        waste=_waste(ctx) if details else None,
+        placements=_placements(states) if details else (),
+    )
+
+
+def _placements(states: list[TemplateState]) -> tuple[Placement, ...]:
+    return tuple(
+        Placement(
+            template=s.tpl.dotted(),
+            class_name=s.resolution.cls_name,
+            pool=s.resolution.pool.name,
+            isolation=s.resolution.isolation.value,
+            resources=dict(s.resolution.resources),
+            device=s.resolution.device_name,
+            adopted_from=s.intent.adopted_from if s.intent is not None else None,
+        )
+        for s in states
+        if s.resolution is not None
     )
 
 

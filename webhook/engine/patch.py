@@ -11,6 +11,7 @@ O(object) — this is on the admission hot path.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 Path = Sequence[str | int]
@@ -21,8 +22,16 @@ def escape(part: str | int) -> str:
     return str(part).replace("~", "~0").replace("/", "~1")
 
 
-def pointer(path: Path) -> str:
+@lru_cache(maxsize=4096)
+def _pointer(path: tuple[str | int, ...]) -> str:
     return "".join("/" + escape(p) for p in path)
+
+
+def pointer(path: Path) -> str:
+    """The JSON Pointer of ``path``. Cached: every review of a kind writes the same few dozen paths,
+    and escaping them part by part was a visible share of the patch cost. The cache is bounded, so
+    odd keys from hostile objects cannot grow it."""
+    return _pointer(tuple(path))
 
 
 _MISSING = object()
@@ -43,15 +52,32 @@ class PatchBuilder:
     def get(self, path: Path, default: Any = None) -> Any:
         node: Any = self.doc
         for part in path:
-            if isinstance(node, dict):
+            if type(node) is dict or isinstance(node, dict):  # the exact-type test is the fast common case
                 node = node.get(part, _MISSING)  # type: ignore[call-overload]
+                if node is _MISSING:
+                    return default
             elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
                 node = node[part]
             else:
                 return default
-            if node is _MISSING:
-                return default
         return node
+
+    def _chain(self, path: tuple[str | int, ...]) -> list[Any]:
+        """The values along ``path`` from the root, as far as the path resolves (``get`` semantics):
+        ``chain[i]`` is the value at ``path[:i]``; ``len(chain) == len(path) + 1`` when it all exists."""
+        node: Any = self.doc
+        chain = [node]
+        for part in path:
+            if isinstance(node, dict):
+                node = node.get(part, _MISSING)  # type: ignore[call-overload]
+                if node is _MISSING:
+                    break
+            elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+                node = node[part]
+            else:
+                break
+            chain.append(node)
+        return chain
 
     def exists(self, path: Path) -> bool:
         return self.get(path, _MISSING) is not _MISSING
@@ -81,16 +107,19 @@ class PatchBuilder:
         With ``overwrite=False`` an existing value is left alone (the user's choice wins).
         """
         path = tuple(path)
-        current = self.get(path, _MISSING)
-        if current is not _MISSING:
+        chain = self._chain(path)  # one walk serves the lookup, the parent search and the parent check
+        if len(chain) > len(path):
+            current = chain[-1]
             if not overwrite or current == value:
                 return False
             self.ops.append({"op": "replace", "path": pointer(path), "value": value})
             self._own(path[:-1])[path[-1]] = value
             return True
         # Find the deepest existing container; everything below it is added as one nested value.
-        depth = len(path) - 1
-        while depth > 0 and not isinstance(self.get(path[:depth], _MISSING), dict | list):
+        # (chain[d] is the value at path[:d]; every value before the last one is a container, since
+        # the walk went through it.)
+        depth = len(chain) - 1
+        if depth > 0 and not isinstance(chain[depth], dict | list):
             depth -= 1
         nested: Any = value
         for part in reversed(path[depth + 1 :]):
@@ -98,7 +127,7 @@ class PatchBuilder:
                 raise ValueError(f"cannot create list index {part} in {pointer(path)}")
             nested = {part: nested}
         target = path[: depth + 1]
-        parent = self.get(target[:-1])
+        parent = chain[depth]
         if not isinstance(parent, dict):
             raise ValueError(f"parent of {pointer(target)} is not a map")
         self.ops.append({"op": "add", "path": pointer(target), "value": nested})

@@ -66,11 +66,17 @@ class ContainerResources:
 
     def whole_gpus(self) -> int:
         """Physical devices this container binds: whole GPUs, HAMi vGPU counts, MIG devices."""
-        total = Fraction(0)
+        whole, total = 0, Fraction(0)  # integers add without Fraction arithmetic (the usual case)
         for resource, fam in self.families.items():
             if fam in (WHOLE, MIG):
-                total += self.amount(resource) or 0
-        return int(total)
+                amount = self.amount(resource)
+                if amount is None:
+                    continue
+                if amount.denominator == 1:
+                    whole += amount.numerator
+                else:
+                    total += amount
+        return int(total + whole) if total else whole
 
     @property
     def privileged(self) -> bool:

@@ -9,6 +9,7 @@ up front, and reports a malformed object with the path and the expected type —
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from webhook.engine.workload import Kind, dotted
@@ -94,11 +95,13 @@ def _describe(value: Any) -> str:
 def shape_errors(obj: dict[str, Any], kind: Kind) -> list[tuple[str, str]]:
     """(field path, message) for every touched field whose type is wrong. Null counts as absent."""
     errors: list[tuple[str, str]] = []
-    _walk(obj, SHAPES[kind], (), errors)
+    if not _CHECKS[kind](obj):  # fast pass: a well-formed object (the usual case) needs nothing more
+        _walk(obj, SHAPES[kind], (), errors)
     return errors
 
 
 def _walk(value: Any, shape: Any, path: tuple[str | int, ...], errors: list[tuple[str, str]]) -> None:
+    """The reporting walk: every wrong field with its path and what was expected."""
     if value is None:
         return
     if isinstance(shape, str):
@@ -120,3 +123,54 @@ def _walk(value: Any, shape: Any, path: tuple[str | int, ...], errors: list[tupl
     for key, sub in shape.items():
         if key in value:
             _walk(value[key], sub, (*path, key), errors)
+
+
+Check = Callable[[Any], bool]
+
+
+def _compile(shape: Any) -> Check:
+    """A yes/no checker for ``shape``: True exactly when :func:`_walk` would report nothing.
+
+    Built once per shape at import. It answers without paths, messages or recursion through the
+    shape description, which is what the admission hot path pays for on every review; only an
+    object that fails it is walked again by :func:`_walk` to say what is wrong and where.
+    """
+    if isinstance(shape, str):
+        kind = shape
+
+        def leaf(value: Any) -> bool:
+            return value is None or _type_ok(value, kind)
+
+        if kind == STR:
+            return lambda value: value is None or isinstance(value, str)
+        if kind == MAP:
+            return lambda value: value is None or isinstance(value, dict)
+        return leaf
+    if isinstance(shape, list):
+        item = _compile(shape[0])
+
+        def items(value: Any) -> bool:
+            if value is None:
+                return True
+            if not isinstance(value, list):
+                return False
+            return all(item(v) for v in value)
+
+        return items
+    fields = tuple((key, _compile(sub)) for key, sub in shape.items())
+
+    def fields_ok(value: Any) -> bool:
+        if value is None:
+            return True
+        if not isinstance(value, dict):
+            return False
+        for key, check in fields:
+            child = value.get(key)
+            if child is not None and not check(child):
+                return False
+        return True
+
+    return fields_ok
+
+
+_CHECKS: dict[Kind, Check] = {kind: _compile(shape) for kind, shape in SHAPES.items()}

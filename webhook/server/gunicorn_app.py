@@ -9,6 +9,9 @@ Choices (reference B1, B3):
   ``post_worker_init``, after fork.
 * TLS only, via the ``ssl_context`` hook (:class:`~webhook.server.tls.CertReloader`); there is no
   plaintext admission listener. Metrics are plain HTTP on a separate port, served by the master.
+* ``reuse_port``: each worker listens on its own ``SO_REUSEPORT`` socket, so the kernel balances
+  connections across workers; a shared socket let one worker win most accepts and keep those
+  connections for good (docs/performance.md). A killed worker's socket leaves the group with it.
 * ``control_socket_disable``: the control socket would be created under ``$HOME`` and logs an error
   on a read-only root filesystem. ``worker_tmp_dir=/dev/shm``: heartbeat ``fchmod`` on a disk-backed
   tmp can stall workers.
@@ -22,7 +25,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import ssl
+import sys
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -51,6 +56,10 @@ def gunicorn_options(settings: ServeSettings) -> dict[str, Any]:
         "logconfig_dict": logconfig_dict(settings.log_level),
         "loglevel": settings.log_level,
         "proc_name": "gpu-admission",
+        # one listening socket per worker (SO_REUSEPORT): the kernel spreads new connections by hash.
+        # With one shared socket the workers race for accept() and a burst of connections (the
+        # apiserver opening its pool) can all land on one worker, pinned there by keep-alive.
+        "reuse_port": True,
         "max_requests": 0,  # recycling leaks prometheus multiprocess files (client_python#275)
     }
     if settings.client_ca:
@@ -59,6 +68,23 @@ def gunicorn_options(settings: ServeSettings) -> dict[str, Any]:
     if os.path.isdir("/dev/shm"):
         options["worker_tmp_dir"] = "/dev/shm"
     return options
+
+
+def bind_problem(bind: str) -> str | None:
+    """Why ``HOST:PORT`` cannot be listened on right now (None if it can)."""
+    host, port = split_hostport(bind)
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        return str(exc)
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as gunicorn: TIME_WAIT is no conflict
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            return str(exc)
+    return None
 
 
 class AdmissionServer(BaseApplication):
@@ -83,6 +109,18 @@ class AdmissionServer(BaseApplication):
 
     def load(self) -> Any:
         return create_app(self.runtime)
+
+    def run(self) -> None:
+        """Fail fast when the admission port is taken. With ``reuse_port`` the master binds nothing
+        and each worker binds its own socket; a port held by another process would otherwise show
+        up only as workers failing to boot, again and again. The probe binds *without*
+        SO_REUSEPORT, so it also refuses a port another gpu-admission is serving on (which would
+        otherwise silently share the connections)."""
+        problem = bind_problem(self.settings.bind)
+        if problem:
+            print(f"gpu-admission serve: cannot listen on {self.settings.bind}: {problem}", file=sys.stderr)
+            raise SystemExit(1)
+        super().run()
 
     # --- hooks: master ----------------------------------------------------------------------------
 

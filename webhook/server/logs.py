@@ -3,13 +3,25 @@
 A decision line carries identifiers and the verdict (uid, kind, namespace/name, operation, allowed,
 rule ids, patch size, latency) and never the object: pod specs hold environment variables and other
 secrets, and the apiserver's audit log is the place for bodies.
+
+Writing is the expensive part of a log line, not formatting it: ``StreamHandler`` holds its lock
+across ``write`` + ``flush``, one syscall per line, and with eight request threads the lock and the
+GIL hand-offs around that syscall cost more than the rest of the line (measured in
+docs/performance.md). :class:`LineWriter` writes the same lines with *combining*: a thread appends
+its formatted line to a pending list; if no write is in progress it becomes the writer and writes
+everything pending in one ``write``; otherwise the thread already writing picks the line up before
+it finishes. A line is still written before its own ``emit`` returns whenever nothing else is being
+written, so a quiet server logs exactly as before, and a busy one writes several lines per syscall.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import threading
 import time
-from typing import Any
+from typing import Any, TextIO
 
 import orjson
 
@@ -40,9 +52,124 @@ class JsonFormatter(logging.Formatter):
         return orjson.dumps(out, default=str).decode()
 
 
+DECISION_FLUSH_DELAY = 0.02
+"""Seconds a decision line may wait to be written together with others (see :class:`LineWriter`)."""
+
+
+class LineWriter(logging.StreamHandler):  # type: ignore[type-arg]
+    """A ``StreamHandler`` that formats outside any lock, combines concurrent writes, and batches
+    decision lines.
+
+    * Every line is formatted by the thread that logs it, outside any lock.
+    * Decision lines (one per review) are not written one by one: the first one of a batch wakes a
+      flusher thread that writes whatever has accumulated ``delay`` seconds later, in one ``write``.
+      On a container's stdout (a pipe read by the runtime) every write wakes the reader on another
+      CPU; per line, that cost more worker CPU than formatting the line (docs/performance.md).
+    * Every other line (gunicorn's, warnings, errors) is written at once, after any pending
+      decision lines, so order is kept and a crash report is never held back. A worker that exits
+      normally writes everything (``Worker exiting`` goes through here, and ``flush`` at shutdown);
+      a worker killed with SIGKILL loses at most the last ``delay`` seconds of decision lines.
+    * Only one thread writes at a time (``_writing``); a line logged meanwhile is picked up by it.
+    """
+
+    def __init__(self, stream: TextIO | None = None, delay: float = DECISION_FLUSH_DELAY):
+        super().__init__(stream if stream is not None else sys.stdout)
+        self.delay = delay
+        self._after_fork()
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        """Fresh lock, list and flusher: threads do not survive fork, and the lock may have been held."""
+        self._pending: list[str] = []
+        self._writing = False
+        self._armed = False
+        self._guard = threading.Lock()  # held for list operations only, never across I/O
+        self._wake = threading.Event()
+        self._flusher: threading.Thread | None = None
+
+    def handle(self, record: logging.LogRecord) -> bool:  # type: ignore[override]
+        rv = self.filter(record)
+        if rv:
+            self.emit(rv if isinstance(rv, logging.LogRecord) else record)
+        return bool(rv)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            line = self.format(record) + self.terminator
+        except Exception:
+            self.handleError(record)
+            return
+        defer = self.delay > 0 and record.name == DECISION_LOGGER
+        with self._guard:
+            self._pending.append(line)
+            if self._writing:
+                return  # the thread writing now takes this line before it returns
+            if defer:
+                if not self._armed:
+                    self._armed = True
+                    if self._flusher is None:
+                        self._flusher = threading.Thread(
+                            target=self._flush_loop, name="gpu-admission-log-flush", daemon=True
+                        )
+                        self._flusher.start()
+                    self._wake.set()
+                return
+            self._writing = True
+        self._drain()
+
+    def _flush_loop(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            time.sleep(self.delay)
+            with self._guard:
+                self._armed = False
+                if self._writing or not self._pending:
+                    continue
+                self._writing = True
+            self._drain()
+
+    def _drain(self) -> None:
+        """Write pending lines until none are left; only the thread that set ``_writing`` runs this."""
+        try:
+            while True:
+                with self._guard:
+                    batch, self._pending = self._pending, []
+                    if not batch:
+                        self._writing = False
+                        return
+                try:
+                    self.stream.write(batch[0] if len(batch) == 1 else "".join(batch))
+                    self.stream.flush()
+                except Exception:  # e.g. a closed pipe: the lines are lost, the request is not
+                    self.handleError(logging.makeLogRecord({"msg": "log write failed"}))
+        except BaseException:
+            with self._guard:
+                self._writing = False
+            raise
+
+    def flush(self) -> None:
+        """Write everything pending now (shutdown, tests); waits briefly for a write in progress."""
+        deadline = time.monotonic() + 2.0
+        while True:
+            with self._guard:
+                if not self._pending and not self._writing:
+                    break
+                mine = not self._writing
+                if mine:
+                    self._writing = True
+            if mine:
+                self._drain()
+            elif time.monotonic() > deadline:
+                break
+            else:
+                time.sleep(0.001)
+        super().flush()
+
+
 def logconfig_dict(level: str = "info") -> dict[str, Any]:
     """gunicorn ``logconfig_dict``: every logger (ours and gunicorn's) as JSON lines on stdout."""
-    handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stdout"}
+    handler = {"()": LineWriter, "formatter": "json", "stream": "ext://sys.stdout"}
     level = level.upper()
     return {
         "version": 1,
@@ -62,6 +189,14 @@ def logconfig_dict(level: str = "info") -> dict[str, Any]:
 
 
 def log_decision(fields: dict[str, Any]) -> None:
-    """One line per admission review; cheap when the decision logger is disabled."""
+    """One line per admission review; cheap when the decision logger is disabled.
+
+    ``Logger.info`` would walk the stack for the caller's file and line (``findCaller``), which no
+    line prints; building the record directly skips that and nothing else (level, filters, handlers
+    and propagation still apply through ``Logger.handle``)."""
     if decision_log.isEnabledFor(logging.INFO):
-        decision_log.info("admission", extra={"fields": fields})
+        decision_log.handle(
+            decision_log.makeRecord(DECISION_LOGGER, logging.INFO, __file__, 0, "admission", (), None,
+                                    "log_decision", {"fields": fields})
+        )
+

@@ -12,6 +12,7 @@ well-formed reviews reach the engine.
 from __future__ import annotations
 
 import base64
+import reprlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -49,8 +50,15 @@ class Review:
     dry_run: bool
 
 
+_SHALLOW = reprlib.Repr()
+_SHALLOW.maxlevel = 3
+
+
 def _quote(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:  # a value nested ~1000 deep (orjson accepts 1024 levels): say less
+        text = _SHALLOW.repr(value)
     return text if len(text) <= MAX_ECHO else text[: MAX_ECHO - 1] + "…"
 
 
@@ -78,7 +86,7 @@ def parse_review(body: bytes) -> Review:
     if not isinstance(uid, str) or not uid:
         raise ReviewError(400, "request.uid is missing or not a non-empty string")
     operation = req.get("operation")
-    if operation not in OPERATIONS:
+    if not isinstance(operation, str) or operation not in OPERATIONS:  # a list is unhashable: test type first
         raise ReviewError(
             400, f"request.operation must be one of {', '.join(sorted(OPERATIONS))}, got {_quote(operation)}"
         )

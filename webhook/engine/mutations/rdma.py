@@ -124,6 +124,8 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         for key in sorted(rdma.env):
             if key not in have:
                 patch.append((*cpath, "env"), {"name": key, "value": rdma.env[key]})
+    if ctx.trace is None:
+        return  # the summary below is for --explain only; building it costs as much as a patch op
     parts = [f"networks {','.join(rdma.networks)}"] if rdma.networks else []
     if rdma.resource is not None:
         parts.append(f"{rdma.resource.name}: {rdma.resource.count}")

@@ -37,10 +37,11 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
             fam = family(key, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
             if fam is not None and fam != RDMA and key not in res.resources:
                 patch.remove((*base, section, key))
-    name = patch.get((*state.tpl.spec_path, target[0], target[1], "name"))
-    ctx.explain(
-        f"resources: {', '.join(f'{k}: {v}' for k, v in res.resources.items())} on {target[0]} {name!r}"
-    )
+    if ctx.trace is not None:
+        name = patch.get((*state.tpl.spec_path, target[0], target[1], "name"))
+        ctx.explain(
+            f"resources: {', '.join(f'{k}: {v}' for k, v in res.resources.items())} on {target[0]} {name!r}"
+        )
     for key, value in res.resources.items():
         path = (*base, "limits", key)
         current = patch.get(path)

@@ -192,35 +192,85 @@ def gang_unschedulable(ctx: Context) -> Iterable[Finding]:
     primary = ctx.primary
     if primary is None or primary.cls is None or ctx.gang is None or ctx.gang.size <= 1:
         return
-    pods_by_pool: dict[str, list[int]] = {}
+    # pods per pool as {devices per pod: pod count}: a Volcano task may say replicas: 6000000000, and
+    # a list with one entry per pod would be a memory exhaustion (found by test_robustness)
+    pods_by_pool: dict[str, dict[int, int]] = {}
     for state in ctx.states:
         pool = judged_pool(ctx, state)
         if pool is None or state.resolution is None:
             continue
         devices = state.judged.effective_devices()
         count = state.tpl.replicas if ctx.kind is Kind.VOLCANO_JOB else ctx.gang.size
-        pods_by_pool.setdefault(pool.name, []).extend([devices] * count)
+        sizes = pods_by_pool.setdefault(pool.name, {})
+        if count > 0:
+            sizes[devices] = sizes.get(devices, 0) + count
     for name, pods in pods_by_pool.items():
         pool = ctx.policy.pools[name]
         if pool.spec.nodes is None:
             continue
         per_node = pool.spec.gpus_per_node
-        total = sum(pods)
+        total = sum(devices * count for devices, count in pods.items())
         capacity = pool.spec.nodes * per_node
-        # First-fit decreasing: the fewest nodes whole-device pods can pack into.
-        bins: list[int] = []
-        for need in sorted(pods, reverse=True):
-            for i, free in enumerate(bins):
-                if free >= need:
-                    bins[i] -= need
-                    break
-            else:
-                bins.append(per_node - need)
-        if total > capacity or len(bins) > pool.spec.nodes:
+        nodes = first_fit_decreasing_bins(pods, per_node)  # the fewest nodes whole-device pods pack into
+        if total > capacity or nodes > pool.spec.nodes:
             yield Finding(
                 "gang-unschedulable",
                 primary.intent.class_path if primary.intent else "",
-                f"the gang needs {total} GPUs on {len(bins)} nodes but pool {name} has "
+                f"the gang needs {total} GPUs on {nodes} nodes but pool {name} has "
                 f"{pool.spec.nodes} nodes x {per_node} GPUs ({capacity}); it would wait forever",
                 primary.class_name,
             )
+
+
+def first_fit_decreasing_bins(pods: dict[int, int], per_node: int) -> int:
+    """How many nodes first-fit decreasing uses for ``pods`` ({devices per pod: count}).
+
+    Exactly what placing pod by pod gives (every pod, largest first, into the first node with room,
+    else a new node with ``per_node`` devices), computed per run of identical pods and identical
+    nodes, so the cost does not grow with the pod count. Nodes are kept as runs ``[free, n]`` in
+    opening order. Identical pods fill the first node that fits as far as it goes, then the next:
+    a pod of ``s > 0`` devices fits ``free // s`` times into a node with ``free`` left; a pod of
+    ``s <= 0`` never makes a node fuller, so all of them land in the first node that fits.
+    """
+    runs: list[list[int]] = []  # [free devices, number of nodes with that much free], in opening order
+    for size in sorted(pods, reverse=True):
+        left = pods[size]
+        i = 0
+        while left > 0 and i < len(runs):
+            free, n = runs[i]
+            if free < size:
+                i += 1
+                continue
+            if size <= 0:
+                runs[i:i + 1] = [[free - left * size, 1]] + ([[free, n - 1]] if n > 1 else [])
+                left = 0
+                break
+            per = free // size  # pods each node of this run takes
+            full, rest = divmod(left, per)
+            if full >= n:  # every node of the run fills up
+                runs[i] = [free - per * size, n]
+                left -= per * n
+                i += 1
+                continue
+            split = [[free - per * size, full]] if full else []
+            if rest:
+                split.append([free - rest * size, 1])
+            remaining = n - full - (1 if rest else 0)
+            if remaining:
+                split.append([free, remaining])
+            runs[i:i + 1] = split
+            left = 0
+        if left <= 0:
+            continue
+        # new nodes: the first pod opens one with per_node - size free, and it takes more while they fit
+        if size <= 0:
+            runs.append([per_node - left * size, 1])
+            continue
+        first_free = per_node - size
+        per = 1 + (first_free // size if first_free >= size else 0)
+        full, rest = divmod(left, per)
+        if full:
+            runs.append([per_node - per * size, full])
+        if rest:
+            runs.append([per_node - rest * size, 1])
+    return sum(n for _, n in runs)

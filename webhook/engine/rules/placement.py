@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
-from webhook.engine.mutations.pool import _normal
+from webhook.engine.mutations.pool import _normal, pool_forms
 from webhook.engine.rules.registry import resolution_findings, rule
 
 
@@ -83,7 +83,7 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
         tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
         for i, toleration in enumerate(tolerations):
             key = _normal(toleration)
-            carriers = [n for n, p in policy.pools.items() if any(_normal(t) == key for t in p.tolerations)]
+            carriers = [n for n, p in policy.pools.items() if key in pool_forms(p.tolerations)]
             if carriers and not any(n in entitled for n in carriers):
                 yield Finding(
                     "pool-spoofing",

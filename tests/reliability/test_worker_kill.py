@@ -1,0 +1,117 @@
+"""A worker killed with SIGKILL under load: the arbiter replaces it, and the only failed requests are
+the ones on connections that worker held (the apiserver's client sees a reset for those and opens a
+new connection, which lands on a live worker).
+
+Six clients keep one connection each and post reviews back to back. Each client knows which worker
+its connection is on (``/readyz`` reports the pid; a kept-alive connection stays on its worker), so
+every failure is attributed to a worker.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import POLICIES
+from tests.reliability.load import Load, wait_for_workers, worker_pids
+from tests.server.support import ServerProcess
+
+pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.slow]
+
+CLIENTS = 6
+
+
+@pytest.fixture
+def server(tmp_path, server_certs) -> Iterator[ServerProcess]:
+    proc = ServerProcess(
+        tmp_path,
+        [
+            "--policy",
+            str(POLICIES),
+            "--tls-cert",
+            str(server_certs.cert),
+            "--tls-key",
+            str(server_certs.key),
+            "--workers",
+            "2",
+            "--threads",
+            "4",
+            "--namespaces",
+            "none",
+        ],
+        ca_files=[server_certs.ca_cert],
+    ).start()
+    yield proc
+    assert proc.stop() == 0
+
+
+def _wait(check, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_sigkill_of_a_worker_fails_only_its_own_connections(server: ServerProcess):
+    before = wait_for_workers(server, 2)
+    with Load(server, clients=CLIENTS) as load:
+        _wait(
+            lambda: (
+                len(load.outcomes) > 200
+                and all(p in before for p in load.current.values())
+                and len(load.current) == CLIENTS
+            ),
+            30,
+            "the load to run on both workers",
+        )
+        # the worker holding the most connections (at least half of them: SO_REUSEPORT may put all
+        # six on one worker, and the test must not depend on that draw)
+        victim = max(before, key=lambda pid: sum(1 for p in load.current.values() if p == pid))
+        on_victim = sum(1 for pid in load.current.values() if pid == victim)
+        killed_at = time.monotonic()
+        os.kill(victim, signal.SIGKILL)
+        _wait(
+            lambda: len(worker_pids(server)) == 2 and victim not in worker_pids(server),
+            30,
+            "the arbiter to replace the worker",
+        )
+        replacement = next(p for p in worker_pids(server) if p not in before)
+        _wait(lambda: load.successes_after(time.monotonic() - 0.5) > 50, 30, "requests to succeed again")
+        time.sleep(1.0)
+    after_kill = [o for o in load.outcomes if o.finished >= killed_at]
+    failures = load.failures()
+    print(
+        f"\nSIGKILL of worker {victim}: {on_victim} of {CLIENTS} connections on it; {len(failures)} failed "
+        f"request(s) of {len(load.outcomes)} ({len(after_kill)} after the kill); replaced by {replacement}; "
+        f"connection set-up failures: {len(load.setup_failures)}"
+    )
+
+    assert on_victim >= 1, "the test needs at least one connection on the killed worker"
+    assert all(o.pid == victim for o in failures), f"only the killed worker's connections fail: {failures}"
+    assert len(failures) <= on_victim, "at most one failed request per connection the worker held"
+    assert all(o.finished >= killed_at for o in failures), "nothing failed before the kill"
+    assert not load.setup_failures, "new connections never hit the dead worker"
+    survivors = next(p for p in before if p != victim)
+    assert sum(1 for o in after_kill if o.ok and o.pid in (survivors, replacement)) > 0
+    assert load.successes_after(killed_at + 0.5) > 50, "requests succeed again after the kill"
+    assert worker_pids(server) == sorted([survivors, replacement])
+
+    # the replacement worker serves too: fresh connections spread over both (SO_REUSEPORT hashing)
+    seen: set[int] = set()
+    for _ in range(60):
+        client = server.client()
+        status, body = client.get_json("/readyz")
+        client.close()
+        assert status == 200
+        seen.add(body["pid"])
+        if replacement in seen:
+            break
+    assert replacement in seen, "the new worker accepts connections"
+    booted = [r for r in server.log_records() if r.get("msg", "").startswith("Booting worker")]
+    assert len(booted) == 3
