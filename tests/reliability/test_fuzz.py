@@ -25,10 +25,9 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import POLICIES
 from tests.reliability.load import wait_for_workers, worker_pids
 from tests.server import objects
-from tests.server.support import ApiserverClient, ServerProcess, check_response, review
+from tests.server.support import ApiserverClient, ServerProcess, check_response, review, serve_args
 
 pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.slow]
 
@@ -48,20 +47,15 @@ NAMESPACES = ["research", "research", "serving", "serving", "sandbox", "default"
 def server(tmp_path_factory: pytest.TempPathFactory, server_certs, namespaces_file: Path) -> Iterator[ServerProcess]:
     proc = ServerProcess(
         tmp_path_factory.mktemp("fuzz"),
-        [
-            "--policy",
-            str(POLICIES),
-            "--tls-cert",
-            str(server_certs.cert),
-            "--tls-key",
-            str(server_certs.key),
+        serve_args(
+            server_certs,
             "--namespaces",
             str(namespaces_file),
             "--workers",
             "2",
             "--threads",
             "4",
-        ],
+        ),
         ca_files=[server_certs.ca_cert],
     ).start()
     pids = wait_for_workers(proc, 2)

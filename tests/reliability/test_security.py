@@ -20,10 +20,9 @@ from typing import Any
 import orjson
 import pytest
 
-from tests.conftest import POLICIES
 from tests.server import objects
 from tests.server.client_certs import make_client_pki
-from tests.server.support import SERVICE_DNS, ApiserverClient, ServerProcess, check_response, review
+from tests.server.support import SERVICE_DNS, ApiserverClient, ServerProcess, check_response, review, serve_args
 
 pytestmark = [
     pytest.mark.reliability,
@@ -34,21 +33,7 @@ pytestmark = [
 
 
 def _serve_args(certs: Any, *extra: str) -> list[str]:
-    return [
-        "--policy",
-        str(POLICIES),
-        "--tls-cert",
-        str(certs.cert),
-        "--tls-key",
-        str(certs.key),
-        "--workers",
-        "1",
-        "--threads",
-        "4",
-        "--namespaces",
-        "none",
-        *extra,
-    ]
+    return serve_args(certs, "--workers", "1", "--threads", "4", "--namespaces", "none", *extra)
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,9 @@ from collections import Counter
 import orjson
 import pytest
 
-from tests.conftest import POLICIES
 from tests.reliability.load import wait_for_workers
 from tests.server import objects
-from tests.server.support import ApiserverClient, ServerProcess, check_response, review
+from tests.server.support import ApiserverClient, ServerProcess, check_response, review, serve_args
 
 pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.slow]
 
@@ -45,13 +44,8 @@ def _classify(exc: BaseException) -> str:
 def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, server_certs):
     server = ServerProcess(
         tmp_path,
-        [
-            "--policy",
-            str(POLICIES),
-            "--tls-cert",
-            str(server_certs.cert),
-            "--tls-key",
-            str(server_certs.key),
+        serve_args(
+            server_certs,
             "--workers",
             "2",
             "--threads",
@@ -60,7 +54,7 @@ def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, ser
             "10",
             "--namespaces",
             "none",
-        ],
+        ),
         ca_files=[server_certs.ca_cert],
     ).start()
     wait_for_workers(server, 2)

@@ -16,9 +16,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import POLICIES
 from tests.reliability.load import Load, wait_for_workers, worker_pids
-from tests.server.support import ServerProcess
+from tests.server.support import ServerProcess, serve_args
 
 pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.slow]
 
@@ -29,20 +28,15 @@ CLIENTS = 6
 def server(tmp_path, server_certs) -> Iterator[ServerProcess]:
     proc = ServerProcess(
         tmp_path,
-        [
-            "--policy",
-            str(POLICIES),
-            "--tls-cert",
-            str(server_certs.cert),
-            "--tls-key",
-            str(server_certs.key),
+        serve_args(
+            server_certs,
             "--workers",
             "2",
             "--threads",
             "4",
             "--namespaces",
             "none",
-        ],
+        ),
         ca_files=[server_certs.ca_cert],
     ).start()
     yield proc

@@ -31,6 +31,13 @@ SERVICE_DNS = "gpu-admission.gpu-admission.svc"
 API_VERSION = "admission.k8s.io/v1"
 
 
+def serve_args(certs: Any, *extra: str, policy: Path | str | None = None) -> list[str]:
+    """``serve`` flags every test server shares: the policy and the serving pair; the rest is the test's."""
+    from tests.conftest import POLICIES
+
+    return ["--policy", str(policy or POLICIES), "--tls-cert", str(certs.cert), "--tls-key", str(certs.key), *extra]
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))

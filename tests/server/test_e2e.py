@@ -26,6 +26,7 @@ from tests.server.support import (
     client_context,
     patch_ops,
     review,
+    serve_args,
 )
 from webhook.engine import evaluate
 from webhook.policy import load_policy
@@ -37,20 +38,15 @@ pytestmark = pytest.mark.server
 def server(tmp_path_factory: pytest.TempPathFactory, server_certs, namespaces_file: Path) -> Iterator[ServerProcess]:
     proc = ServerProcess(
         tmp_path_factory.mktemp("e2e"),
-        [
-            "--policy",
-            str(POLICIES),
-            "--tls-cert",
-            str(server_certs.cert),
-            "--tls-key",
-            str(server_certs.key),
+        serve_args(
+            server_certs,
             "--namespaces",
             str(namespaces_file),
             "--workers",
             "2",
             "--threads",
             "4",
-        ],
+        ),
         ca_files=[server_certs.ca_cert],
     )
     proc.start()

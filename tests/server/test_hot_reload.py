@@ -159,8 +159,9 @@ def test_certificate_rotation_loses_no_request(setup):
 
         _eventually(new_connections_get_b, what="the rotated certificate on new connections")
         time.sleep(0.3)
-    print(f"\ncertificate rotation under load: {load.sent} requests from {CLIENTS} clients, "
-          f"{len(load.failures)} failed")
+    print(
+        f"\ncertificate rotation under load: {load.sent} requests from {CLIENTS} clients, {len(load.failures)} failed"
+    )
     assert load.failures == []
     assert load.sent > 20 * CLIENTS
     assert all(c.handshakes == 1 for c in load.keepalives), "the kept-alive connections survived the rotation"
@@ -220,8 +221,10 @@ def test_policy_good_broken_good_under_load(setup):
         configmap.write({"default.yaml": _policy("gpu-inference-v3")})
         _eventually(all_say("gpu-inference-v3"), what="the fixed policy to serve")
         _eventually(lambda: server.metric("gpu_admission_policy_reload_error") == 0, what="the error gauge to clear")
-    print(f"\npolicy good -> broken -> good under load: {load.sent} requests from {CLIENTS} clients, "
-          f"{len(load.failures)} failed, served by policy: {dict(load.priorities)}")
+    print(
+        f"\npolicy good -> broken -> good under load: {load.sent} requests from {CLIENTS} clients, "
+        f"{len(load.failures)} failed, served by policy: {dict(load.priorities)}"
+    )
     assert load.failures == []
     assert set(load.priorities) <= {"gpu-inference", "gpu-inference-v2", "gpu-inference-v3"}
     assert load.priorities["gpu-inference-v2"] > 0

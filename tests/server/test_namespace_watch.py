@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import POLICIES
 from tests.server import objects
 from tests.server.fake_apiserver import FakeNamespaceAPI
-from tests.server.support import ServerProcess, check_response, review
+from tests.server.support import ServerProcess, check_response, review, serve_args
 from webhook.server.namespace_watch import NamespaceWatchCache
 
 TRAINING = {"gpu-admission.io/tier": "training"}
@@ -187,13 +186,8 @@ def test_cluster_mode_in_a_gunicorn_worker(tmp_path: Path, server_certs):
     )
     server = ServerProcess(
         tmp_path,
-        [
-            "--policy",
-            str(POLICIES),
-            "--tls-cert",
-            str(server_certs.cert),
-            "--tls-key",
-            str(server_certs.key),
+        serve_args(
+            server_certs,
             "--namespaces",
             "cluster",
             "--kubeconfig",
@@ -202,7 +196,7 @@ def test_cluster_mode_in_a_gunicorn_worker(tmp_path: Path, server_certs):
             "1",
             "--threads",
             "2",
-        ],
+        ),
         ca_files=[server_certs.ca_cert],
     )
     server.start(wait_ready=False)

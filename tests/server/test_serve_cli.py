@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import POLICIES
 from tests.server import objects
 from tests.server.client_certs import make_client_pki
-from tests.server.support import ROOT, ApiserverClient, ServerProcess, check_response, review
+from tests.server.support import ROOT, ApiserverClient, ServerProcess, check_response, review, serve_args
 
 DEFAULT = (POLICIES / "default.yaml").read_text()
 
@@ -102,20 +102,15 @@ def test_client_ca_requires_a_client_certificate(tmp_path: Path, server_certs):
     client_ca, client_cert, client_key = make_client_pki(tmp_path / "client")
     server = ServerProcess(
         tmp_path,
-        [
-            "--policy",
-            str(POLICIES),
-            "--tls-cert",
-            str(server_certs.cert),
-            "--tls-key",
-            str(server_certs.key),
+        serve_args(
+            server_certs,
             "--client-ca",
             str(client_ca),
             "--workers",
             "1",
             "--namespaces",
             "none",
-        ],
+        ),
         ca_files=[server_certs.ca_cert],
     )
     # readiness needs a client certificate too: probe with one

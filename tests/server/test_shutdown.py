@@ -15,9 +15,8 @@ import time
 import orjson
 import pytest
 
-from tests.conftest import POLICIES
 from tests.server import objects
-from tests.server.support import SERVICE_DNS, ServerProcess, check_response, client_context, review
+from tests.server.support import SERVICE_DNS, ServerProcess, check_response, client_context, review, serve_args
 
 pytestmark = pytest.mark.server
 
@@ -35,13 +34,8 @@ def _closed_by_peer(sock: ssl.SSLSocket, timeout: float) -> bool:
 def test_sigterm_finishes_in_flight_reviews_and_closes_idle_connections(tmp_path, server_certs):
     server = ServerProcess(
         tmp_path,
-        [
-            "--policy",
-            str(POLICIES),
-            "--tls-cert",
-            str(server_certs.cert),
-            "--tls-key",
-            str(server_certs.key),
+        serve_args(
+            server_certs,
             "--workers",
             "1",
             "--threads",
@@ -50,7 +44,7 @@ def test_sigterm_finishes_in_flight_reviews_and_closes_idle_connections(tmp_path
             "10",
             "--namespaces",
             "none",
-        ],
+        ),
         ca_files=[server_certs.ca_cert],
     ).start()
     try:
