@@ -6,12 +6,10 @@ report line or a test assertion without translation loss.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from webhook.actions import Action
-
-ACTION_ORDER = {Action.DENY: 0, Action.WARN: 1, Action.AUDIT: 2, Action.OFF: 3}
 
 WARNING_LIMIT = 120
 """The apiserver advises warnings of at most 120 characters; longer ones may be truncated."""
@@ -120,13 +118,3 @@ class WasteReport:
         if self.requested_bytes is None:
             return 0
         return max(0, self.device_bytes - self.requested_bytes) * self.devices * self.pods
-
-
-@dataclass(slots=True)
-class Trace:
-    """Collects the explanation lines while the engine works; cheap when nobody reads them."""
-
-    lines: list[str] = field(default_factory=list)
-
-    def __call__(self, line: str) -> None:
-        self.lines.append(line)

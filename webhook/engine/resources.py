@@ -105,11 +105,6 @@ class PodResources:
         init = max((c.whole_gpus() for c in self.containers if c.group == "initContainers"), default=0)
         return max(regular, init)
 
-    def find(self, name: str) -> ContainerResources | None:
-        for c in self.containers:
-            if c.name == name:
-                return c
-        return None
 
 
 def _map(value: Any) -> dict[str, Any]:

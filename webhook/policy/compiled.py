@@ -14,7 +14,6 @@ from webhook.policy.model import (
     Entitlement,
     GPUModel,
     Isolation,
-    LabelSelector,
     PolicySpec,
     Pool,
     RuleSettings,
@@ -113,9 +112,6 @@ class IntentKeys:
             }
         )
 
-    @property
-    def annotations(self) -> tuple[str, ...]:
-        return tuple(getattr(self, name) for name in self.__dataclass_fields__ if name != "workload")  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -218,7 +214,3 @@ class Policy:
 
     def is_rdma_resource(self, name: str) -> bool:
         return name in self.rdma_resources or name.startswith("rdma/")
-
-
-def selector_matches(selector: LabelSelector, labels: dict[str, str]) -> bool:
-    return selector.matches(labels)
