@@ -21,7 +21,7 @@ from webhook.engine.decision import Action, Decision, Placement, Violation, Wast
 from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.mutations import gang as gang_step
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.resolve import Failure, resolve
+from webhook.engine.resolve import Failure, Resolution, resolve
 from webhook.engine.resources import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.rules import RULES, effective_action
 from webhook.engine.shape import shape_errors
@@ -249,20 +249,42 @@ def _resolve_all(ctx: Context) -> None:
         else:
             ctx.explain(f"{_where(state)}: class {intent.class_name} ({intent.class_path})")
         selector = state.tpl.spec.get("nodeSelector")
-        result = resolve(
-            policy,
-            intent,
-            ctx.entitlement,
-            ctx.namespace,
-            selector if isinstance(selector, dict) else {},
-            ctx.trace,
-        )
+        result = _resolve(policy, intent, ctx, selector if isinstance(selector, dict) else {})
         if isinstance(result, Failure):
             state.failure = result
             ctx.findings.append(Finding(result.rule, result.path, result.message, intent.class_name))
             ctx.explain(f"{_where(state)}: not resolved: [{result.rule}] {result.message}")
         else:
             state.resolution = result
+
+
+def _resolve(policy: Policy, intent: Intent, ctx: Context, selector: dict[str, str]) -> Resolution | Failure:
+    """``resolve``, remembered per policy: its answer is a function of the intent's values, the
+    entitlement, the namespace name and the user's nodeSelector, and a cluster asks the same few
+    questions over and over (every pod of a Deployment, every task of a job). With ``--explain`` it
+    runs every time, since the trace records each step."""
+    if ctx.trace is not None:
+        return resolve(policy, intent, ctx.entitlement, ctx.namespace, selector, ctx.trace)
+    key = (
+        "resolve",
+        intent.class_name,
+        intent.class_path,
+        intent.adopted_from,
+        intent.gpus,
+        intent.gpu_memory,
+        intent.isolation,
+        intent.gpu_model,
+        intent.pool,
+        intent.rdma,
+        tuple(intent.paths.items()),
+        id(ctx.entitlement),
+        ctx.namespace,
+        tuple(selector.items()),
+    )
+    found = policy.memo.get(key)
+    if found is None:
+        found = policy.remember(key, resolve(policy, intent, ctx.entitlement, ctx.namespace, selector, None))
+    return found
 
 
 def _where(state: TemplateState) -> str:

@@ -128,49 +128,57 @@ def _walk(value: Any, shape: Any, path: tuple[str | int, ...], errors: list[tupl
 Check = Callable[[Any], bool]
 
 
-def _compile(shape: Any) -> Check:
+def _emit(shape: Any, var: str, indent: str, lines: list[str], names: list[int]) -> None:
+    """Append statements that ``return False`` when ``var`` (never None here) breaks ``shape``."""
+
+    def fresh() -> str:
+        names[0] += 1
+        return f"v{names[0]}"
+
+    if isinstance(shape, str):
+        test = {
+            MAP: f"type({var}) is not dict and not isinstance({var}, dict)",
+            STR: f"type({var}) is not str and not isinstance({var}, str)",
+            INT: f"not isinstance({var}, int) or isinstance({var}, bool)",
+            BOOL: f"not isinstance({var}, bool)",
+            STR_MAP: f"not isinstance({var}, dict)",
+        }[shape]
+        lines.append(f"{indent}if {test}: return False")
+        if shape == STR_MAP:
+            k, v = fresh(), fresh()
+            lines.append(f"{indent}for {k}, {v} in {var}.items():")
+            lines.append(f"{indent}    if not isinstance({k}, str) or not isinstance({v}, str): return False")
+        return
+    if isinstance(shape, list):
+        lines.append(f"{indent}if type({var}) is not list and not isinstance({var}, list): return False")
+        item = fresh()
+        lines.append(f"{indent}for {item} in {var}:")
+        lines.append(f"{indent}    if {item} is None: continue")
+        _emit(shape[0], item, indent + "    ", lines, names)
+        return
+    lines.append(f"{indent}if type({var}) is not dict and not isinstance({var}, dict): return False")
+    for key, sub in shape.items():
+        child = fresh()
+        lines.append(f"{indent}{child} = {var}.get({key!r})")
+        lines.append(f"{indent}if {child} is not None:")
+        _emit(sub, child, indent + "    ", lines, names)
+
+
+def _compile(shape: Any, name: str) -> Check:
     """A yes/no checker for ``shape``: True exactly when :func:`_walk` would report nothing.
 
-    Built once per shape at import. It answers without paths, messages or recursion through the
-    shape description, which is what the admission hot path pays for on every review; only an
+    Generated once per kind at import, as straight-line Python: one function with a nested ``if`` per
+    field and a ``for`` per list, no calls and no reading of the shape description. This runs on
+    every review (a few dozen fields), and as a tree of closures it cost a call per field. Only an
     object that fails it is walked again by :func:`_walk` to say what is wrong and where.
+    ``tests/engine/test_shape.py`` holds the two to the same answers on generated objects.
     """
-    if isinstance(shape, str):
-        kind = shape
-
-        def leaf(value: Any) -> bool:
-            return value is None or _type_ok(value, kind)
-
-        if kind == STR:
-            return lambda value: value is None or isinstance(value, str)
-        if kind == MAP:
-            return lambda value: value is None or isinstance(value, dict)
-        return leaf
-    if isinstance(shape, list):
-        item = _compile(shape[0])
-
-        def items(value: Any) -> bool:
-            if value is None:
-                return True
-            if not isinstance(value, list):
-                return False
-            return all(item(v) for v in value)
-
-        return items
-    fields = tuple((key, _compile(sub)) for key, sub in shape.items())
-
-    def fields_ok(value: Any) -> bool:
-        if value is None:
-            return True
-        if not isinstance(value, dict):
-            return False
-        for key, check in fields:
-            child = value.get(key)
-            if child is not None and not check(child):
-                return False
-        return True
-
-    return fields_ok
+    lines = [f"def {name}(v0):", "    if v0 is None: return True"]
+    _emit(shape, "v0", "    ", lines, [0])
+    lines.append("    return True")
+    namespace: dict[str, Any] = {}
+    exec(compile("\n".join(lines), f"<shape check {name}>", "exec"), namespace)  # our own text, from SHAPES
+    return namespace[name]  # type: ignore[no-any-return]
 
 
-_CHECKS: dict[Kind, Check] = {kind: _compile(shape) for kind, shape in SHAPES.items()}
+_CHECKS: dict[Kind, Check] = {kind: _compile(shape, f"shape_{kind.name.lower()}") for kind, shape in SHAPES.items()}

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from fractions import Fraction
+from typing import Any, ClassVar
 
 from webhook.policy.model import (
     Entitlement,
@@ -131,6 +132,23 @@ class Policy:
     gpu_prefixes: tuple[str, ...] = ()
     rdma_resources: frozenset[str] = frozenset()
     mig_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # resource -> models offering it
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
+    """Results of pure functions of this policy and small request facts (see :meth:`remember`)."""
+
+    MEMO_LIMIT: ClassVar[int] = 4096
+
+    def remember(self, key: Any, value: Any) -> Any:
+        """Keep ``value`` for ``key`` in :attr:`memo` and return it.
+
+        Only for results that depend on nothing but this policy and the key, and that no caller
+        mutates: they are shared by every request that asks the same question. The memo dies with
+        the policy (a reload builds a new one), and it is bounded: hostile requests can make keys
+        vary without limit, so when it is full it is emptied and refills with what traffic asks.
+        """
+        if len(self.memo) >= self.MEMO_LIMIT:
+            self.memo.clear()
+        self.memo[key] = value
+        return value
 
     def __repr__(self) -> str:
         return f"Policy(digest={self.digest!r}, pools={sorted(self.pools)}, classes={sorted(self.classes)})"

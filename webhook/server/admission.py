@@ -131,8 +131,7 @@ class Admitter:
         extra: dict[str, Any],
     ) -> None:
         elapsed = time.perf_counter() - started
-        metrics.LATENCY.labels(endpoint).observe(elapsed)
-        metrics.REQUESTS.labels(endpoint, outcome, metrics.kind_label(obj), "true" if review.dry_run else "false").inc()
+        metrics.observe_request(endpoint, outcome, metrics.kind_label(obj), review.dry_run, elapsed)
         fields: dict[str, Any] = {
             "endpoint": endpoint,
             "uid": review.uid,

@@ -114,6 +114,27 @@ NAMESPACE_MISSES = Counter(
 )
 
 
+_REQUEST_CHILDREN: dict[tuple[str, str, str, str], Any] = {}
+_LATENCY_CHILDREN: dict[str, Any] = {}
+
+
+def observe_request(endpoint: str, outcome: str, kind: str, dry_run: bool, seconds: float) -> None:
+    """Count one answered review and its latency: the two metric writes every request makes.
+
+    ``labels()`` validates and locks on every call; the children are looked up once per label set
+    and kept (the label values are bounded, see the module docstring, so the dicts are too). A
+    cached child stays valid for the process: prometheus_client never replaces a child."""
+    key = (endpoint, outcome, kind, "true" if dry_run else "false")
+    counter = _REQUEST_CHILDREN.get(key)
+    if counter is None:
+        counter = _REQUEST_CHILDREN[key] = REQUESTS.labels(*key)
+    latency = _LATENCY_CHILDREN.get(endpoint)
+    if latency is None:
+        latency = _LATENCY_CHILDREN[endpoint] = LATENCY.labels(endpoint)
+    latency.observe(seconds)
+    counter.inc()
+
+
 def kind_label(obj: Any) -> str:
     """A bounded ``kind`` label: the engine's kind name (``VolcanoJob`` for Volcano) or ``other``."""
     kind = classify(obj)
