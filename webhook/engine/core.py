@@ -123,6 +123,9 @@ def evaluate(
     violations: tuple[Violation, ...] = ()
     if validate:
         for state in states:
+            if not patch.ops:  # nothing changed (every /validate of an object we mutated): same view
+                state.after_tpl, state.after = state.tpl, state.resources
+                continue
             state.after_tpl = _template_at(patch.doc, state.tpl)
             state.after = inspect_pod(
                 state.after_tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources

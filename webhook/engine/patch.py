@@ -86,16 +86,17 @@ class PatchBuilder:
 
     def _own(self, path: Path) -> Any:
         """Return the container at ``path``, copying it and its ancestors on first write."""
-        if id(self.doc) not in self._owned:
-            self.doc = dict(self.doc)
-            self._owned.add(id(self.doc))
+        owned = self._owned
         node: Any = self.doc
+        if id(node) not in owned:
+            node = self.doc = dict(node)
+            owned.add(id(node))
         for part in path:
             child = node[part]
-            if id(child) not in self._owned:
-                child = dict(child) if isinstance(child, dict) else list(child)
+            if id(child) not in owned:
+                child = dict(child) if type(child) is dict or isinstance(child, dict) else list(child)
                 node[part] = child
-                self._owned.add(id(child))
+                owned.add(id(child))
             node = child
         return node
 

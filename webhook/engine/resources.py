@@ -46,14 +46,15 @@ class ContainerResources:
     limits: dict[str, Any]
     requests: dict[str, Any]
     families: dict[str, str] = field(default_factory=dict)  # resource -> family, for GPU/RDMA keys
+    gpu_families: frozenset[str] = frozenset()  # computed once by inspect_pod: rules ask many times
 
-    @property
-    def gpu_families(self) -> set[str]:
-        found = {f for f in self.families.values() if f != RDMA}
+    @staticmethod
+    def gpu_families_of(families: dict[str, str]) -> frozenset[str]:
+        found = {f for f in families.values() if f != RDMA}
         if HAMI in found and WHOLE in found:
             # HAMi's nvidia.com/gpu is a vGPU count that goes with gpumem/gpucores: one family.
             found.discard(WHOLE)
-        return found
+        return frozenset(found)
 
     def amount(self, resource: str) -> Fraction | None:
         value = self.limits.get(resource, self.requests.get(resource))
@@ -87,17 +88,11 @@ class ContainerResources:
 @dataclass(slots=True)
 class PodResources:
     containers: list[ContainerResources]
+    gpu_families: frozenset[str] = frozenset()  # of all containers; set by inspect_pod
 
     @property
     def has_gpu(self) -> bool:
-        return any(c.gpu_families for c in self.containers)
-
-    @property
-    def gpu_families(self) -> set[str]:
-        out: set[str] = set()
-        for c in self.containers:
-            out |= c.gpu_families
-        return out
+        return bool(self.gpu_families)
 
     def effective_devices(self) -> int:
         """Devices the pod holds at once: regular containers add up, init containers run one at a time."""
@@ -129,9 +124,10 @@ def inspect_pod(spec: dict[str, Any], *, gpu_prefixes: tuple[str, ...], rdma: fr
                     if fam is not None:
                         fams[key] = fam
             name = container.get("name")
+            gpu = ContainerResources.gpu_families_of(fams) if fams else frozenset()
             out.append(
                 ContainerResources(
-                    index, group, name if isinstance(name, str) else "", container, limits, requests, fams
+                    index, group, name if isinstance(name, str) else "", container, limits, requests, fams, gpu
                 )
             )
-    return PodResources(out)
+    return PodResources(out, frozenset().union(*(c.gpu_families for c in out)))

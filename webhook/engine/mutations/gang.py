@@ -97,8 +97,8 @@ def apply(ctx: Context, patch: PatchBuilder) -> None:
     kind = ctx.kind
     before = len(patch.ops)
     _apply(ctx, gang, kind, patch)
-    changed = [op["path"] for op in patch.ops[before:]]
-    if changed:
+    if ctx.trace is not None and len(patch.ops) > before:
+        changed = [op["path"] for op in patch.ops[before:]]
         ctx.explain(f"gang: {gang.backend.value} set {', '.join(changed)}")
 
 

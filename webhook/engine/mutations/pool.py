@@ -28,22 +28,28 @@ def _normal(toleration: object) -> tuple:
     return values
 
 
-_POOL_FORMS: dict[int, tuple[tuple[dict[str, object], ...], frozenset[tuple]]] = {}
+_POOL_FORMS: dict[int, tuple[tuple[dict[str, object], ...], tuple[tuple, ...], frozenset[tuple]]] = {}
 
 
-def pool_forms(tolerations: tuple[dict[str, object], ...]) -> frozenset[tuple]:
-    """The normal forms of a compiled pool's tolerations, computed once per policy, not per review.
+def _cached_forms(tolerations: tuple[dict[str, object], ...]) -> tuple[tuple[tuple, ...], frozenset[tuple]]:
+    """The normal forms of a compiled pool's tolerations (in order, and as a set), computed once per
+    policy, not per review.
 
     Keyed by the identity of the (immutable, policy-owned) tuple and checked against it, so a policy
     reload that frees the old tuple can never hand its forms to a new one; bounded by clearing."""
     entry = _POOL_FORMS.get(id(tolerations))
     if entry is not None and entry[0] is tolerations:
-        return entry[1]
-    forms = frozenset(_normal(t) for t in tolerations)
+        return entry[1], entry[2]
+    ordered = tuple(_normal(t) for t in tolerations)
     if len(_POOL_FORMS) > 256:
         _POOL_FORMS.clear()
-    _POOL_FORMS[id(tolerations)] = (tolerations, forms)
-    return forms
+    _POOL_FORMS[id(tolerations)] = (tolerations, ordered, frozenset(ordered))
+    return ordered, frozenset(ordered)
+
+
+def pool_forms(tolerations: tuple[dict[str, object], ...]) -> frozenset[tuple]:
+    """The set of normal forms of a pool's tolerations (see :func:`_cached_forms`)."""
+    return _cached_forms(tolerations)[1]
 
 
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
@@ -51,13 +57,15 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     if res is None:
         return
     spec = state.tpl.spec_path
+    selector = patch.get((*spec, "nodeSelector"))
+    selector = selector if isinstance(selector, dict) else {}
     for key, value in res.node_selector.items():
-        patch.set((*spec, "nodeSelector", key), value)
+        if key not in selector:  # a present key is the user's (resolution skipped conflicting pools)
+            patch.set((*spec, "nodeSelector", key), value)
     if res.pool.tolerations:
         existing = patch.get((*spec, "tolerations"))
         have = {_normal(t) for t in existing} if isinstance(existing, list) else set()
-        for toleration in res.pool.tolerations:
-            form = _normal(toleration)
+        for toleration, form in zip(res.pool.tolerations, _cached_forms(res.pool.tolerations)[0], strict=True):
             if form not in have:
                 patch.append((*spec, "tolerations"), dict(toleration))
                 have.add(form)

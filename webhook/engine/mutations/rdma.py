@@ -35,6 +35,8 @@ def merge_networks(current: Any, wanted: tuple[str, ...]) -> tuple[str | None, s
     """Return (new annotation value or None if unchanged, error or None)."""
     if current is None or (isinstance(current, str) and not current.strip()):
         return ",".join(wanted), None
+    if current == ",".join(wanted):  # already ours (every /validate of a mutated object)
+        return None, None
     if not isinstance(current, str):
         return None, f"{NETWORKS} must be a string"
     if any(c in current for c in '[{"'):
@@ -89,25 +91,30 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     if target is None:
         return
     cpath = (*tpl.spec_path, target[0], target[1])
+    # Reads come from the container as it stands now (after the resources step); each part below
+    # reads its own field before writing it, and no part writes a field another one reads.
     container = patch.get(cpath)
+    container = container if isinstance(container, dict) else {}
     if rdma.resource is not None:
-        limits = (*cpath, "resources", "limits")
-        if patch.get((*limits, rdma.resource.name)) is None:
-            patch.set((*limits, rdma.resource.name), str(rdma.resource.count))
-            requests = patch.get((*cpath, "resources", "requests"))
-            if isinstance(requests, dict) and rdma.resource.name in requests:
-                patch.set(
-                    (*cpath, "resources", "requests", rdma.resource.name),
-                    str(rdma.resource.count),
-                    overwrite=True,
-                )
-    caps = (*cpath, "securityContext", "capabilities", "add")
-    for cap in rdma.capabilities:
-        have = patch.get(caps)
-        if not isinstance(have, list) or cap not in have:
-            patch.append(caps, cap)
+        name, count = rdma.resource.name, str(rdma.resource.count)
+        resources = container.get("resources") if isinstance(container.get("resources"), dict) else {}
+        limits = resources.get("limits") if isinstance(resources.get("limits"), dict) else {}
+        if limits.get(name) is None:
+            patch.set((*cpath, "resources", "limits", name), count)
+            requests = resources.get("requests")
+            if isinstance(requests, dict) and name in requests:
+                patch.set((*cpath, "resources", "requests", name), count, overwrite=True)
+    if rdma.capabilities:
+        context = container.get("securityContext")
+        caps = context.get("capabilities") if isinstance(context, dict) else None
+        have = caps.get("add") if isinstance(caps, dict) else None
+        have = list(have) if isinstance(have, list) else []
+        for cap in rdma.capabilities:
+            if cap not in have:
+                patch.append((*cpath, "securityContext", "capabilities", "add"), cap)
+                have.append(cap)
     if res.pool.rdma_shm is not None:
-        mounts = container.get("volumeMounts") if isinstance(container, dict) else None
+        mounts = container.get("volumeMounts")
         if not any(isinstance(m, dict) and m.get("mountPath") == SHM_PATH for m in mounts or []):
             volumes = patch.get((*tpl.spec_path, "volumes"))
             names = {v.get("name") for v in volumes or [] if isinstance(v, dict)}
@@ -119,10 +126,10 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
                 )
             patch.append((*cpath, "volumeMounts"), {"name": name, "mountPath": SHM_PATH})
     if rdma.env:
-        env = patch.get((*cpath, "env"))
-        have = {e.get("name") for e in env or [] if isinstance(e, dict)}
+        env = container.get("env")
+        have_env = {e.get("name") for e in env or [] if isinstance(e, dict)}
         for key in sorted(rdma.env):
-            if key not in have:
+            if key not in have_env:
                 patch.append((*cpath, "env"), {"name": key, "value": rdma.env[key]})
     if ctx.trace is None:
         return  # the summary below is for --explain only; building it costs as much as a patch op

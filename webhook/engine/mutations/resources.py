@@ -14,6 +14,8 @@ from webhook.quantity import QuantityError, parse_quantity
 
 
 def _same(a: object, b: str) -> bool:
+    if a == b:  # the usual case, and always on /validate, where our own value comes back
+        return True
     try:
         return parse_quantity(a) == parse_quantity(b)
     except QuantityError:
@@ -29,24 +31,30 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         return
     base = (*state.tpl.spec_path, target[0], target[1], "resources")
     policy = ctx.policy
+    # Read the maps as they stand before this step; writes below only touch keys already read.
+    resources = patch.get(base)
+    resources = resources if isinstance(resources, dict) else {}
     for section in ("limits", "requests"):
-        current = patch.get((*base, section))
+        current = resources.get(section)
         if not isinstance(current, dict):
             continue
         for key in list(current):
+            if key in res.resources:
+                continue
             fam = family(key, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
-            if fam is not None and fam != RDMA and key not in res.resources:
+            if fam is not None and fam != RDMA:
                 patch.remove((*base, section, key))
     if ctx.trace is not None:
         name = patch.get((*state.tpl.spec_path, target[0], target[1], "name"))
         ctx.explain(
             f"resources: {', '.join(f'{k}: {v}' for k, v in res.resources.items())} on {target[0]} {name!r}"
         )
+    limits = resources.get("limits")
+    limits = limits if isinstance(limits, dict) else {}
+    requests = resources.get("requests")
     for key, value in res.resources.items():
-        path = (*base, "limits", key)
-        current = patch.get(path)
+        current = limits.get(key)
         if current is None or not _same(current, value):
-            patch.set(path, value, overwrite=True)
-        requests = patch.get((*base, "requests"))
+            patch.set((*base, "limits", key), value, overwrite=True)
         if isinstance(requests, dict) and key in requests and not _same(requests[key], value):
             patch.set((*base, "requests", key), value, overwrite=True)

@@ -9,9 +9,11 @@ Job's ``networkTopology`` (tier = the level's rank among the pool's non-node lev
 from __future__ import annotations
 
 from webhook.engine.context import Context, TemplateState
+from webhook.engine.intent import Topology
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.workload import Kind
-from webhook.policy.model import TOPOLOGY_ORDER, GangBackend
+from webhook.policy.compiled import Policy
+from webhook.policy.model import TOPOLOGY_ORDER, GangBackend, TopologyLevel
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
@@ -31,27 +33,41 @@ def _used_keys(patch: PatchBuilder, affinity_path: tuple) -> set[str]:
     return used
 
 
+def _plan(
+    policy: Policy, class_default: str, asked: Topology | None, labels: dict[TopologyLevel, str]
+) -> tuple[TopologyLevel, bool, tuple[TopologyLevel, ...]] | None:
+    """(level, required, the levels from node up to it that the pool labels), or None for "none";
+    a function of the class, the intent and the pool, so remembered per policy."""
+    key = ("topology", class_default, asked, id(labels))
+    if key in policy.memo:
+        return policy.memo[key]  # type: ignore[no-any-return]
+    if asked is not None:
+        level, required = asked.level, asked.required
+    elif class_default == "none":
+        return policy.remember(key, None)  # type: ignore[no-any-return]
+    else:
+        name, _, mode = class_default.partition(":")
+        level, required = next(t for t in TOPOLOGY_ORDER if t.value == name), mode == "required"
+    levels = tuple(lvl for lvl in TOPOLOGY_ORDER[: TOPOLOGY_ORDER.index(level) + 1] if lvl in labels)
+    return policy.remember(key, (level, required, levels))  # type: ignore[no-any-return]
+
+
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     res, intent, gang = state.resolution, state.intent, ctx.gang
     if res is None or intent is None or gang is None:
         return
     if intent.topology_none:
         return
-    if intent.topology is not None:
-        level, required = intent.topology.level, intent.topology.required
-    else:
-        spec = res.cls.topology
-        if spec == "none":
-            return
-        name, _, mode = spec.partition(":")
-        level, required = next(t for t in TOPOLOGY_ORDER if t.value == name), mode == "required"
+    plan = _plan(ctx.policy, res.cls.topology, intent.topology, res.pool.spec.topology)
+    if plan is None:
+        return
+    level, required, levels = plan
     if gang.size <= 1 or gang.selector is None:
         ctx.explain(f"topology {level.value}: single pod or unnamed gang, nothing to pack")
         return
     labels = res.pool.spec.topology
-    levels = [lvl for lvl in TOPOLOGY_ORDER[: TOPOLOGY_ORDER.index(level) + 1] if lvl in labels]
     if level not in labels:
-        ctx.explain(f"topology {level.value}: pool {res.pool.name} maps no node label to it; using {levels}")
+        ctx.explain(f"topology {level.value}: pool {res.pool.name} maps no node label to it; using {list(levels)}")
     if not levels:
         return
     tpl = state.tpl

@@ -8,12 +8,27 @@ from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
 from webhook.engine.mutations.pool import _normal, pool_forms
 from webhook.engine.rules.registry import resolution_findings, rule
+from webhook.policy.compiled import Policy
 
 
-def _entitled(ctx: Context, state: TemplateState) -> set[str]:
-    return set(
-        ctx.policy.entitled_pools(ctx.entitlement, state.class_name if state.cls is not None else None)
-    )
+def _entitled(ctx: Context, state: TemplateState) -> frozenset[str]:
+    """Pools the namespace may use for this template's class (all its classes' pools if unresolved);
+    a function of the policy, so remembered there."""
+    class_name = state.class_name if state.cls is not None else None
+    key = ("entitled", id(ctx.entitlement), class_name)
+    found = ctx.policy.memo.get(key)
+    if found is None:
+        found = ctx.policy.remember(key, frozenset(ctx.policy.entitled_pools(ctx.entitlement, class_name)))
+    return found  # type: ignore[no-any-return]
+
+
+def _carriers(policy: Policy, form: tuple) -> tuple[str, ...]:
+    """Pools whose taints a toleration (in normal form) tolerates; remembered per policy."""
+    key = ("carriers", form)
+    found = policy.memo.get(key)
+    if found is None:
+        found = policy.remember(key, tuple(n for n, p in policy.pools.items() if form in pool_forms(p.tolerations)))
+    return found  # type: ignore[no-any-return]
 
 
 def _affinity_terms(spec: dict) -> list[dict]:
@@ -43,11 +58,11 @@ def _term_targets(term: dict, selector: dict[str, str]) -> bool:
 def pool_spoofing(ctx: Context) -> Iterable[Finding]:
     yield from resolution_findings(ctx, "pool-spoofing")
     policy = ctx.policy
-    who = f"namespace {ctx.namespace!r}"
     for state in ctx.states:
         if state.intent is None and not (state.resources and state.resources.has_gpu):
             continue
         entitled = _entitled(ctx, state)
+        who = f"namespace {ctx.namespace!r}"
         scope = f"{who} with class {state.class_name!r}" if state.cls is not None else who
         spec = state.tpl.spec
         user_selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
@@ -82,8 +97,7 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
                     )
         tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
         for i, toleration in enumerate(tolerations):
-            key = _normal(toleration)
-            carriers = [n for n, p in policy.pools.items() if key in pool_forms(p.tolerations)]
+            carriers = _carriers(policy, _normal(toleration))
             if carriers and not any(n in entitled for n in carriers):
                 yield Finding(
                     "pool-spoofing",

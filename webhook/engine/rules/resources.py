@@ -126,7 +126,7 @@ def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
                     "one kind of slice, not both",
                     state.class_name,
                 )
-            mig = sum((c.amount(k) or 0) for k, f in c.families.items() if f == MIG)
+            mig = sum((c.amount(k) or 0) for k, f in c.families.items() if f == MIG) if MIG in fams else 0
             if mig > 1:
                 yield Finding(
                     "gpu-kind-mixed",
@@ -145,11 +145,10 @@ def gpu_count_exceeded(ctx: Context) -> Iterable[Finding]:
         if devices == 0:
             continue
         cls = state.cls
-        path = state.view.dotted("spec", "containers")
         if cls is not None and cls.max_gpus is not None and devices > cls.max_gpus:
             yield Finding(
                 "gpu-count-exceeded",
-                path,
+                state.view.dotted("spec", "containers"),
                 f"{devices} GPUs per pod exceed class {state.class_name!r}'s maximum of {cls.max_gpus}",
                 state.class_name,
             )
@@ -157,7 +156,7 @@ def gpu_count_exceeded(ctx: Context) -> Iterable[Finding]:
         if pool is not None and devices > pool.spec.gpus_per_node:
             yield Finding(
                 "gpu-count-exceeded",
-                path,
+                state.view.dotted("spec", "containers"),
                 f"{devices} GPUs per pod can never fit pool {pool.name}'s {pool.spec.gpus_per_node} "
                 "GPUs per node",
                 state.class_name,
