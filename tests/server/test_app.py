@@ -8,6 +8,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import orjson
 import pytest
 from prometheus_client import REGISTRY
@@ -217,3 +218,26 @@ def test_readyz_stays_ready_with_a_broken_policy_file_and_shows_where(tmp_path):
     detail = resp.get_json()["policy"]
     assert detail["status"] == "stale"
     assert any(f"{policy / 'default.yaml'}:" in e and "maxGPUs" in e for e in detail["error"])
+
+
+def test_validate_judges_the_object_the_apiserver_will_store(store):
+    """/validate gets the final object; if our mutation never reached it (the mutating webhook's
+    failurePolicy is Ignore), what gets stored is what is judged, not what we would have made of it."""
+    _, client = _client(store, namespaces=StaticNamespaces({objects.SERVING_NS: {"gpu-admission.io/tier": "serving"}}))
+    pod = objects.inference_pod()
+    pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.12gb"] = "1"  # not on an A100-40GB
+    sent = review(pod, namespace=objects.SERVING_NS)
+    status, doc = _post(client, "mutate", sent)
+    assert status == 200
+    ops = patch_ops(check_response(doc, sent, "mutate"))
+    assert {"op": "remove", "path": "/spec/containers/0/resources/limits/nvidia.com~1mig-1g.12gb"} in ops
+
+    status, doc = _post(client, "validate", sent)  # as if the mutating call had failed open
+    assert status == 200
+    response = check_response(doc, sent, "validate")
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith("[mig-profile-unavailable]")
+
+    final = review(jsonpatch.apply_patch(pod, ops), namespace=objects.SERVING_NS)
+    status, doc = _post(client, "validate", final)  # what the apiserver sends after our mutation
+    assert status == 200 and check_response(doc, final, "validate")["allowed"] is True

@@ -43,6 +43,7 @@ def evaluate(
     explain: bool = False,
     validate: bool = True,
     details: bool = True,
+    as_received: bool = False,
 ) -> Decision:
     """Decide one object. ``namespace`` defaults to the object's own, then ``default``.
 
@@ -51,6 +52,16 @@ def evaluate(
 
     ``details=False`` leaves out ``waste`` and ``placements``, the reports ``check`` and ``policy test``
     print; the admission server never reads them and skips their cost on every review.
+
+    ``as_received=True`` judges a CREATE of a Pod, Job or Volcano Job as it arrived instead of with
+    our mutation applied: the validating webhook's view. The apiserver calls ``/validate`` with the
+    object it is about to store, after every mutating webhook (ours included) has run, so that object
+    is what the rules must judge. Re-applying our mutation there would be a no-op when our webhook
+    ran, and would judge an object that will never exist when it did not (its ``failurePolicy`` is
+    Ignore) or when a later webhook changed what we set. The checks a mutation step makes on the
+    way (a malformed Multus annotation) still run. Offline (``check``, ``policy test``) a manifest has
+    not been through admission, so the default judges it as it will be after mutation; controllers
+    and UPDATEs are never mutated and are always judged that way.
 
     ``namespace_labels`` are the namespace's labels; when unknown (offline), the apiserver's automatic
     ``kubernetes.io/metadata.name`` label is assumed so name-based selectors still work.
@@ -118,7 +129,10 @@ def evaluate(
         trace.append(f"gang: backend {g.backend.value}, {g.size} pod(s)" + (f", name {g.name}" if g.name else ""))
 
     patch = PatchBuilder(obj)
-    mutations.mutate(ctx, patch)
+    if as_received and operation == "CREATE" and kind in MUTABLE_KINDS:
+        mutations.check(ctx)
+    else:
+        mutations.mutate(ctx, patch)
     ctx.mutated = patch.doc
     violations: tuple[Violation, ...] = ()
     if validate:
@@ -201,11 +215,19 @@ def _targeted_pools(policy: Policy, tpl: Template) -> tuple[str, ...]:
     selector = tpl.spec.get("nodeSelector")
     if not isinstance(selector, dict) or not selector:
         return ()
-    return tuple(
-        name
-        for name, pool in policy.pools.items()
-        if pool.spec.node_selector and all(selector.get(k) == v for k, v in pool.spec.node_selector.items())
-    )
+    key = ("targeted", tuple(selector.items()))  # a function of the policy and the selector
+    found = policy.memo.get(key)
+    if found is None:
+        found = policy.remember(
+            key,
+            tuple(
+                name
+                for name, pool in policy.pools.items()
+                if pool.spec.node_selector
+                and all(selector.get(k) == v for k, v in pool.spec.node_selector.items())
+            ),
+        )
+    return found  # type: ignore[no-any-return]
 
 
 def _adopt(

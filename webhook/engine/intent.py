@@ -81,12 +81,19 @@ def read_intent(
     keys = policy.keys
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
     intent = Intent(class_name=class_name, class_path=class_path)
+    # the two places a key may be, template first (what _lookup does, inlined: ten keys per template)
+    own = tpl.metadata.get("annotations")
+    own = own if isinstance(own, dict) else {}
+    outer = meta.get("annotations") if tpl.path != () else None
+    outer = outer if isinstance(outer, dict) else {}
 
     def get(key: str) -> tuple[str, str] | None:
-        found = _lookup(tpl, meta, "annotations", key, tpl.path, ())  # type: ignore[arg-type]
-        if found is None:
+        if key in own:
+            value, path = own[key], dotted((*tpl.path, "metadata", "annotations", key))
+        elif key in outer:
+            value, path = outer[key], dotted(("metadata", "annotations", key))
+        else:
             return None
-        value, path = found
         intent.paths[key] = path
         if not isinstance(value, str):
             value = str(value)

@@ -70,6 +70,10 @@ class ContainerResources:
         whole, total = 0, Fraction(0)  # integers add without Fraction arithmetic (the usual case)
         for resource, fam in self.families.items():
             if fam in (WHOLE, MIG):
+                raw = self.limits.get(resource, self.requests.get(resource))
+                if type(raw) is str and raw.isdigit() and raw.isascii():  # "8": the usual spelling
+                    whole += int(raw)
+                    continue
                 amount = self.amount(resource)
                 if amount is None:
                     continue
@@ -89,16 +93,22 @@ class ContainerResources:
 class PodResources:
     containers: list[ContainerResources]
     gpu_families: frozenset[str] = frozenset()  # of all containers; set by inspect_pod
+    _devices: int | None = None
 
     @property
     def has_gpu(self) -> bool:
         return bool(self.gpu_families)
 
     def effective_devices(self) -> int:
-        """Devices the pod holds at once: regular containers add up, init containers run one at a time."""
-        regular = sum(c.whole_gpus() for c in self.containers if c.group == "containers")
-        init = max((c.whole_gpus() for c in self.containers if c.group == "initContainers"), default=0)
-        return max(regular, init)
+        """Devices the pod holds at once: regular containers add up, init containers run one at a time.
+
+        Computed once: several rules ask, and the containers it reads are never changed after
+        ``inspect_pod`` (the mutated object gets its own ``PodResources``)."""
+        if self._devices is None:
+            regular = sum(c.whole_gpus() for c in self.containers if c.group == "containers")
+            init = max((c.whole_gpus() for c in self.containers if c.group == "initContainers"), default=0)
+            self._devices = max(regular, init)
+        return self._devices
 
 
 

@@ -61,6 +61,7 @@ class Admitter:
                 namespace_labels=labels,
                 old_object=review.old_object,
                 validate=endpoint == "validate",
+                as_received=endpoint == "validate",  # the object the apiserver will store
                 details=False,  # waste/placements are for check and policy test, not for the response
             )
             doc, outcome, extra = self._respond(endpoint, review, decision)

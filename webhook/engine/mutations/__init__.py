@@ -26,6 +26,13 @@ WORKLOAD_STEPS: tuple[tuple[str, WorkloadStep], ...] = (("gang", gang.apply),)
 TOPOLOGY_STEP: TemplateStep = topology.apply
 
 
+def check(ctx: Context) -> None:
+    """The findings the steps would report, without mutating (an object judged as received)."""
+    for state in ctx.states:
+        if state.resolution is not None:
+            rdma.check(ctx, state)
+
+
 def mutate(ctx: Context, patch: PatchBuilder) -> None:
     for state in ctx.states:
         if state.resolution is None:

@@ -72,6 +72,19 @@ def merge_networks(current: Any, wanted: tuple[str, ...]) -> tuple[str | None, s
     return current.rstrip().rstrip(",") + "," + ",".join(missing), None
 
 
+def check(ctx: Context, state: TemplateState) -> None:
+    """Without mutating: report a networks annotation that cannot be merged (``apply`` reports it too)."""
+    res = state.resolution
+    if res is None or not res.rdma or res.pool.spec.rdma is None or not res.pool.spec.rdma.networks:
+        return
+    annotations = state.tpl.metadata.get("annotations")
+    current = annotations.get(NETWORKS) if isinstance(annotations, dict) else None
+    _, error = merge_networks(current, res.pool.spec.rdma.networks)
+    if error:
+        path = (*state.tpl.meta_path, "annotations", NETWORKS)
+        ctx.findings.append(Finding("intent-invalid", dotted(path), error, state.class_name))
+
+
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     res = state.resolution
     if res is None or not res.rdma:

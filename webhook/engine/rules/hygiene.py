@@ -56,7 +56,7 @@ def _guaranteed(spec: dict) -> str | None:
             for key in ("cpu", "memory"):
                 if key not in limits:
                     return f"container {c.get('name')!r} has no {key} limit"
-                if key in requests:
+                if key in requests and requests[key] != limits[key]:
                     try:
                         if parse_quantity(requests[key]) != parse_quantity(limits[key]):
                             return f"container {c.get('name')!r} {key} request != limit"

@@ -31,6 +31,25 @@ def _carriers(policy: Policy, form: tuple) -> tuple[str, ...]:
     return found  # type: ignore[no-any-return]
 
 
+def _selected_unentitled(policy: Policy, entitled: frozenset[str], selector: dict) -> frozenset[str]:
+    """Pools outside ``entitled`` whose whole nodeSelector the user's selector contains; remembered
+    per policy."""
+    key = ("selects", entitled, tuple(selector.items()))
+    found = policy.memo.get(key)
+    if found is None:
+        found = policy.remember(
+            key,
+            frozenset(
+                name
+                for name, pool in policy.pools.items()
+                if name not in entitled
+                and pool.spec.node_selector
+                and all(selector.get(k) == v for k, v in pool.spec.node_selector.items())
+            ),
+        )
+    return found  # type: ignore[no-any-return]
+
+
 def _affinity_terms(spec: dict) -> list[dict]:
     node = spec.get("affinity")
     node = node.get("nodeAffinity") if isinstance(node, dict) else None
@@ -67,11 +86,12 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
         spec = state.tpl.spec
         user_selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
         terms = _affinity_terms(spec)
-        for name, pool in policy.pools.items():
+        selected = _selected_unentitled(policy, entitled, user_selector) if user_selector else ()
+        for name, pool in policy.pools.items() if selected or terms else ():
             if name in entitled or not pool.spec.node_selector:
                 continue
             selector = pool.spec.node_selector
-            if all(user_selector.get(k) == v for k, v in selector.items()):
+            if name in selected:
                 shown = ", ".join(f"{k}={v}" for k, v in selector.items())
                 yield Finding(
                     "pool-spoofing",
@@ -96,7 +116,10 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
                         state.class_name,
                     )
         tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+        own = state.resolution.pool.tolerations if state.resolution is not None else ()
         for i, toleration in enumerate(tolerations):
+            if toleration in own:  # the resolved pool's own (entitled) toleration, as our mutation wrote it
+                continue
             carriers = _carriers(policy, _normal(toleration))
             if carriers and not any(n in entitled for n in carriers):
                 yield Finding(

@@ -28,6 +28,8 @@ def extended_resource(ctx: Context) -> Iterable[Finding]:
         for c in state.judged.containers:
             for key in c.families:
                 limit, request = c.limits.get(key), c.requests.get(key)
+                if _plain_count(limit) and (request is None or request == limit):
+                    continue  # "8" with no request or the same one: the usual, valid case
                 parsed: dict[str, Fraction] = {}
                 for section, value in (("limits", limit), ("requests", request)):
                     if value is None:
@@ -67,6 +69,11 @@ def extended_resource(ctx: Context) -> Iterable[Finding]:
                         f"{key} request {request} must equal its limit {limit}",
                         state.class_name,
                     )
+
+
+def _plain_count(value: object) -> bool:
+    """A decimal integer string such as "8": whole and non-negative without parsing a quantity."""
+    return type(value) is str and value.isdigit() and value.isascii()
 
 
 def judged_pool(ctx: Context, state: TemplateState) -> CompiledPool | None:
