@@ -274,6 +274,16 @@ class ServerProcess:
         finally:
             conn.close()
 
+    def wait_metric(self, name: str, minimum: float, timeout: float = 5.0, **labels: str) -> float:
+        """``metric`` once it reaches ``minimum``: workers publish request metrics in batches, once a
+        second (``RequestTally``), so a scrape right after a review may not count it yet."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = self.metric(name, **labels)
+            if value >= minimum or time.monotonic() > deadline:
+                return value
+            time.sleep(0.1)
+
     def metric(self, name: str, **labels: str) -> float:
         """Sum of the samples of ``name`` whose labels include ``labels`` (0 when absent)."""
         from prometheus_client.parser import text_string_to_metric_families

@@ -346,14 +346,10 @@ def test_the_certificate_is_checked_against_the_service_name(server: ServerProce
 
 def test_metrics_are_served_in_plain_http_by_the_master(server: ServerProcess, client: ApiserverClient, server_certs):
     admit(client, objects.qwen_job(min_available=4), objects.TRAINING_NS)
+    denied = {"endpoint": "validate", "decision": "denied", "kind": "VolcanoJob", "dry_run": "false"}
+    assert server.wait_metric("gpu_admission_requests_total", 1, **denied) >= 1
+    assert server.wait_metric("gpu_admission_requests_total", 1, endpoint="mutate", decision="patched", kind="Pod") >= 1
     text = server.metrics()
-    assert (
-        server.metric(
-            "gpu_admission_requests_total", endpoint="validate", decision="denied", kind="VolcanoJob", dry_run="false"
-        )
-        >= 1
-    )
-    assert server.metric("gpu_admission_requests_total", endpoint="mutate", decision="patched", kind="Pod") >= 1
     assert server.metric("gpu_admission_rule_violations_total", rule="gang-incomplete", action="deny") >= 1
     assert 'gpu_admission_request_duration_seconds_bucket{endpoint="mutate",le="0.0005"}' in text
     from cryptography import x509

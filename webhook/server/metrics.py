@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
+from bisect import bisect_left
+from collections import deque
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
@@ -114,25 +117,85 @@ NAMESPACE_MISSES = Counter(
 )
 
 
-_REQUEST_CHILDREN: dict[tuple[str, str, str, str], Any] = {}
-_LATENCY_CHILDREN: dict[str, Any] = {}
+class RequestTally:
+    """The two metrics every review writes (``requests_total`` and the latency histogram), counted in
+    memory and written to prometheus_client in batches.
+
+    In multiprocess mode each write to a metric is a locked write into the worker's value file, with
+    a process-id check; three of them per review (the counter, a histogram bucket and its sum) cost
+    about as much as parsing the review. A server worker therefore only appends the review's labels
+    and latency to a queue (``deque.append`` is atomic, so no increment can be lost between
+    threads), and :meth:`publish` adds the queued reviews up and writes each label set's counter
+    once and each histogram bucket once. ``Runtime`` publishes every ``PUBLISH_INTERVAL`` seconds
+    and when the worker exits; a scrape can lag by that much, and a worker killed with SIGKILL
+    loses at most that much of its counts (like the last lines of its decision log).
+
+    Until :meth:`defer` is called (tests, embedding, the app without a worker runtime) every review
+    is written at once, exactly as ``observe`` and ``inc`` would.
+    """
+
+    PUBLISH_INTERVAL = 1.0
+
+    def __init__(self) -> None:
+        self._queue: deque[tuple[str, str, str, str, float]] = deque()
+        self._deferred = False
+        self._publishing = threading.Lock()
+        self._counters: dict[tuple[str, str, str, str], Any] = {}
+        self._histograms: dict[str, Any] = {}
+
+    def defer(self, on: bool = True) -> None:
+        self._deferred = on
+        if not on:
+            self.publish()
+
+    def record(self, endpoint: str, outcome: str, kind: str, dry_run: bool, seconds: float) -> None:
+        self._queue.append((endpoint, outcome, kind, "true" if dry_run else "false", seconds))
+        if not self._deferred:
+            self.publish()
+
+    def publish(self) -> None:
+        """Write everything queued so far; safe to call from any thread."""
+        with self._publishing:
+            counts: dict[tuple[str, str, str, str], int] = {}
+            latencies: dict[str, tuple[list[int], list[float]]] = {}
+            bounds = _LATENCY_BOUNDS
+            pop = self._queue.popleft
+            while True:
+                try:
+                    endpoint, outcome, kind, dry_run, seconds = pop()
+                except IndexError:
+                    break
+                key = (endpoint, outcome, kind, dry_run)
+                counts[key] = counts.get(key, 0) + 1
+                entry = latencies.get(endpoint)
+                if entry is None:
+                    entry = latencies[endpoint] = ([0] * (len(bounds) + 1), [0.0])
+                entry[0][bisect_left(bounds, seconds)] += 1  # the first bucket whose bound >= seconds
+                entry[1][0] += seconds
+            for key, n in counts.items():
+                child = self._counters.get(key)
+                if child is None:
+                    child = self._counters[key] = REQUESTS.labels(*key)
+                child.inc(n)
+            for endpoint, (buckets, total) in latencies.items():
+                child = self._histograms.get(endpoint)
+                if child is None:
+                    child = self._histograms[endpoint] = LATENCY.labels(endpoint)
+                # what observe() does per value, done once per bucket: prometheus_client keeps a
+                # value per bucket (``_buckets``, cumulated on collection) and one for the sum
+                child._sum.inc(total[0])
+                for i, n in enumerate(buckets):
+                    if n:
+                        child._buckets[i].inc(n)
+
+
+_LATENCY_BOUNDS = tuple(LATENCY_BUCKETS)
+TALLY = RequestTally()
 
 
 def observe_request(endpoint: str, outcome: str, kind: str, dry_run: bool, seconds: float) -> None:
-    """Count one answered review and its latency: the two metric writes every request makes.
-
-    ``labels()`` validates and locks on every call; the children are looked up once per label set
-    and kept (the label values are bounded, see the module docstring, so the dicts are too). A
-    cached child stays valid for the process: prometheus_client never replaces a child."""
-    key = (endpoint, outcome, kind, "true" if dry_run else "false")
-    counter = _REQUEST_CHILDREN.get(key)
-    if counter is None:
-        counter = _REQUEST_CHILDREN[key] = REQUESTS.labels(*key)
-    latency = _LATENCY_CHILDREN.get(endpoint)
-    if latency is None:
-        latency = _LATENCY_CHILDREN[endpoint] = LATENCY.labels(endpoint)
-    latency.observe(seconds)
-    counter.inc()
+    """Count one answered review and its latency (see :class:`RequestTally`)."""
+    TALLY.record(endpoint, outcome, kind, dry_run, seconds)
 
 
 def kind_label(obj: Any) -> str:

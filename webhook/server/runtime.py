@@ -37,6 +37,8 @@ class Runtime:
         self.store.check()
         metrics.NAMESPACE_SYNCED.set(1 if self.namespaces.ready else 0)
         self._tickers = [Ticker("policy-reload", self.policy_interval, self.store.check)]
+        metrics.TALLY.defer()  # request metrics in batches from here on (see RequestTally)
+        self._tickers.append(Ticker("metrics-publish", metrics.TALLY.PUBLISH_INTERVAL, metrics.TALLY.publish))
         if self.tls is not None:
             self._tickers.append(Ticker("cert-reload", self.tls.interval, self.tls.refresh))
         for ticker in self._tickers:
@@ -47,6 +49,7 @@ class Runtime:
         for ticker in self._tickers:
             ticker.stop()
         self.namespaces.stop()
+        metrics.TALLY.defer(False)  # writes what is queued: a worker that exits normally loses nothing
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Ready = a policy is serving (always, after start), the certificate is valid and the namespace
