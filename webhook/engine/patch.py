@@ -151,6 +151,19 @@ class PatchBuilder:
         self.ops.append({"op": "add", "path": pointer(path) + "/-", "value": value})
         self._own(path).append(value)
 
+    def extend(self, path: Path, values: Sequence[Any]) -> None:
+        """Append ``values`` in order: one operation that adds the whole list when there is none yet
+        (the usual case on a fresh template), else one ``/-`` operation per value."""
+        if not values:
+            return
+        path = tuple(path)
+        current = self.get(path, _MISSING)
+        if current is _MISSING:
+            self.set(path, list(values))
+            return
+        for value in values:
+            self.append(path, value)
+
     def remove(self, path: Path) -> bool:
         path = tuple(path)
         if not self.exists(path):

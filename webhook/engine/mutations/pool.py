@@ -65,7 +65,9 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     if res.pool.tolerations:
         existing = patch.get((*spec, "tolerations"))
         have = {_normal(t) for t in existing} if isinstance(existing, list) else set()
+        missing = []
         for toleration, form in zip(res.pool.tolerations, _cached_forms(res.pool.tolerations)[0], strict=True):
             if form not in have:
-                patch.append((*spec, "tolerations"), dict(toleration))
+                missing.append(dict(toleration))
                 have.add(form)
+        patch.extend((*spec, "tolerations"), missing)

@@ -122,10 +122,11 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         caps = context.get("capabilities") if isinstance(context, dict) else None
         have = caps.get("add") if isinstance(caps, dict) else None
         have = list(have) if isinstance(have, list) else []
+        missing_caps = []
         for cap in rdma.capabilities:
-            if cap not in have:
-                patch.append((*cpath, "securityContext", "capabilities", "add"), cap)
-                have.append(cap)
+            if cap not in have and cap not in missing_caps:
+                missing_caps.append(cap)
+        patch.extend((*cpath, "securityContext", "capabilities", "add"), missing_caps)
     if res.pool.rdma_shm is not None:
         mounts = container.get("volumeMounts")
         if not any(isinstance(m, dict) and m.get("mountPath") == SHM_PATH for m in mounts or []):
@@ -141,9 +142,9 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     if rdma.env:
         env = container.get("env")
         have_env = {e.get("name") for e in env or [] if isinstance(e, dict)}
-        for key in sorted(rdma.env):
-            if key not in have_env:
-                patch.append((*cpath, "env"), {"name": key, "value": rdma.env[key]})
+        patch.extend(
+            (*cpath, "env"), [{"name": key, "value": rdma.env[key]} for key in sorted(rdma.env) if key not in have_env]
+        )
     if ctx.trace is None:
         return  # the summary below is for --explain only; building it costs as much as a patch op
     parts = [f"networks {','.join(rdma.networks)}"] if rdma.networks else []

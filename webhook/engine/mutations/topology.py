@@ -78,6 +78,8 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     used = _used_keys(patch, affinity)
     selector = {"matchLabels": dict(gang.selector)}
     added: list[str] = []
+    preferred: list[dict] = []
+    required_terms: list[dict] = []
     for rank, lvl in enumerate(levels):
         key = labels[lvl]
         if key in used:
@@ -85,11 +87,13 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
             continue
         term = {"labelSelector": selector, "topologyKey": key}
         if required and lvl is levels[-1]:
-            patch.append((*affinity, REQUIRED), term)
+            required_terms.append(term)
             added.append(f"required {key}")
         else:
-            patch.append((*affinity, PREFERRED), {"weight": max(1, 100 >> rank), "podAffinityTerm": term})
+            preferred.append({"weight": max(1, 100 >> rank), "podAffinityTerm": term})
             added.append(f"{key} ({max(1, 100 >> rank)})")
+    patch.extend((*affinity, PREFERRED), preferred)
+    patch.extend((*affinity, REQUIRED), required_terms)
     coarsest = labels[levels[-1]]
     if gang.backend is GangBackend.KUEUE:
         annotations = patch.get((*tpl.meta_path, "annotations")) or {}
