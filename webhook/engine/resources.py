@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from webhook.quantity import QuantityError, parse_quantity
@@ -24,6 +25,13 @@ WHOLE_KEYS = frozenset({"nvidia.com/gpu", "aliyun.com/gpu-count"})
 
 
 def family(name: str, *, gpu_prefixes: tuple[str, ...], rdma: frozenset[str]) -> str | None:
+    """The device family of a resource name (None: not a GPU or RDMA resource)."""
+    return _family(name, gpu_prefixes, rdma)
+
+
+@lru_cache(maxsize=2048)
+def _family(name: str, gpu_prefixes: tuple[str, ...], rdma: frozenset[str]) -> str | None:
+    # every container of every review asks about cpu, memory and its devices: remembered
     if name in WHOLE_KEYS:
         return WHOLE
     if name.startswith("nvidia.com/mig-"):
@@ -130,7 +138,7 @@ def inspect_pod(spec: dict[str, Any], *, gpu_prefixes: tuple[str, ...], rdma: fr
             fams: dict[str, str] = {}
             for key in (*limits, *requests):
                 if isinstance(key, str) and key not in fams:
-                    fam = family(key, gpu_prefixes=gpu_prefixes, rdma=rdma)
+                    fam = _family(key, gpu_prefixes, rdma)
                     if fam is not None:
                         fams[key] = fam
             name = container.get("name")

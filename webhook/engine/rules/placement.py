@@ -11,6 +11,11 @@ from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.policy.compiled import Policy
 
 
+def _scope(ctx: Context, state: TemplateState) -> str:
+    who = f"namespace {ctx.namespace!r}"
+    return f"{who} with class {state.class_name!r}" if state.cls is not None else who
+
+
 def _entitled(ctx: Context, state: TemplateState) -> frozenset[str]:
     """Pools the namespace may use for this template's class (all its classes' pools if unresolved);
     a function of the policy, so remembered there."""
@@ -81,8 +86,6 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
         if state.intent is None and not (state.resources and state.resources.has_gpu):
             continue
         entitled = _entitled(ctx, state)
-        who = f"namespace {ctx.namespace!r}"
-        scope = f"{who} with class {state.class_name!r}" if state.cls is not None else who
         spec = state.tpl.spec
         user_selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
         terms = _affinity_terms(spec)
@@ -96,7 +99,7 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
                 yield Finding(
                     "pool-spoofing",
                     state.tpl.dotted("spec", "nodeSelector"),
-                    f"nodeSelector {shown} targets pool {name}, which {scope} is not entitled to; "
+                    f"nodeSelector {shown} targets pool {name}, which {_scope(ctx, state)} is not entitled to; "
                     "remove it and declare a workload class instead",
                     state.class_name,
                 )
@@ -112,7 +115,7 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
                             "nodeSelectorTerms",
                             i,
                         ),
-                        f"node affinity targets pool {name}, which {scope} is not entitled to",
+                        f"node affinity targets pool {name}, which {_scope(ctx, state)} is not entitled to",
                         state.class_name,
                     )
         tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
@@ -126,7 +129,7 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
                     "pool-spoofing",
                     state.tpl.dotted("spec", "tolerations", i),
                     f"toleration {toleration.get('key')} tolerates the taint of pool "
-                    f"{', '.join(carriers)}, which {scope} is not entitled to",
+                    f"{', '.join(carriers)}, which {_scope(ctx, state)} is not entitled to",
                     state.class_name,
                 )
 

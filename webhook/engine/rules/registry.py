@@ -59,4 +59,4 @@ def effective_action(
 
 def resolution_findings(ctx: Context, rule_id: str) -> Iterable[Finding]:
     """Findings recorded while reading intent and resolving pools, for the rule that owns them."""
-    return (f for f in ctx.findings if f.rule == rule_id)
+    return [f for f in ctx.findings if f.rule == rule_id] if ctx.findings else ()

@@ -76,6 +76,15 @@ def _plain_count(value: object) -> bool:
     return type(value) is str and value.isdigit() and value.isascii()
 
 
+def _mig_devices(c: ContainerResources) -> int | Fraction:
+    total: int | Fraction = 0
+    for key, fam in c.families.items():
+        if fam == MIG:
+            raw = c.limits.get(key, c.requests.get(key))
+            total += int(raw) if _plain_count(raw) else (c.amount(key) or 0)  # type: ignore[arg-type]
+    return total
+
+
 def judged_pool(ctx: Context, state: TemplateState) -> CompiledPool | None:
     """The pool the template lands on: the resolved one, else the one its nodeSelector targets."""
     if state.resolution is not None:
@@ -133,7 +142,7 @@ def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
                     "one kind of slice, not both",
                     state.class_name,
                 )
-            mig = sum((c.amount(k) or 0) for k, f in c.families.items() if f == MIG) if MIG in fams else 0
+            mig = _mig_devices(c) if MIG in fams else 0
             if mig > 1:
                 yield Finding(
                     "gpu-kind-mixed",
