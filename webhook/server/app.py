@@ -35,7 +35,9 @@ def create_app(runtime: Runtime) -> Flask:
     admitter = runtime.admitter
 
     def admit(endpoint: str) -> Response:
-        if request.mimetype != "application/json":
+        # the apiserver sends exactly "application/json": compare the raw header before paying for
+        # werkzeug's parameter parsing, which the other spellings (charset, case) still get
+        if request.environ.get("CONTENT_TYPE") != "application/json" and request.mimetype != "application/json":
             got = (request.mimetype or "none")[:80]
             raise ReviewError(415, f"Content-Type must be application/json, got {got!r}")
         return _json(admitter.handle(endpoint, request.get_data(cache=False)))
