@@ -204,11 +204,9 @@ class _DecisionLine:
     takes the standard logging path, so nothing is bypassed that someone set up.
     """
 
-    __slots__ = ("_config", "_handler", "_pid", "_second", "_stamp")
+    __slots__ = ("_pid", "_second", "_stamp")
 
     def __init__(self) -> None:
-        self._config: tuple[Any, ...] | None = None
-        self._handler: LineWriter | None = None
         self._second = -1
         self._stamp = ""
         self._pid = os.getpid()
@@ -218,22 +216,15 @@ class _DecisionLine:
         self._pid = os.getpid()
 
     def handler(self) -> LineWriter | None:
-        """The handler to write to directly, or None for the standard path; re-checked when the
-        logger's handler list or filters change (dictConfig replaces them)."""
+        """The handler to write to directly, or None for the standard path. Checked on every line
+        (a few attribute reads), so a later ``dictConfig`` or added filter takes effect at once."""
         handlers = decision_log.handlers
-        config = (id(handlers), len(handlers), *map(id, handlers), len(decision_log.filters))
-        if config != self._config:
-            self._config = config
-            only = handlers[0] if len(handlers) == 1 else None
-            plain = (
-                isinstance(only, LineWriter)
-                and type(only.formatter) is JsonFormatter
-                and not only.filters
-                and not decision_log.filters
-                and not decision_log.propagate
-            )
-            self._handler = only if plain else None  # type: ignore[assignment]
-        return self._handler
+        if len(handlers) != 1 or decision_log.filters or decision_log.propagate:
+            return None
+        only = handlers[0]
+        if isinstance(only, LineWriter) and type(only.formatter) is JsonFormatter and not only.filters:
+            return only
+        return None
 
     def write(self, handler: LineWriter, fields: dict[str, Any]) -> None:
         now = time.time()
