@@ -121,7 +121,7 @@ class PodResources:
 
 
 def _map(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+    return value if type(value) is dict or isinstance(value, dict) else {}
 
 
 def inspect_pod(spec: dict[str, Any], *, gpu_prefixes: tuple[str, ...], rdma: frozenset[str]) -> PodResources:

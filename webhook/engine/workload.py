@@ -69,7 +69,7 @@ def classify(obj: Any) -> Kind | None:
 
 
 def _map(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
+    return value if type(value) is dict or isinstance(value, dict) else {}
 
 
 def _int(value: Any, default: int) -> int:

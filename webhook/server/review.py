@@ -37,7 +37,7 @@ class ReviewError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Review:
     """The parts of ``request`` the server uses. ``obj`` is None only for DELETE/CONNECT."""
 
