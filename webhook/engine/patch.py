@@ -100,6 +100,38 @@ class PatchBuilder:
             node = child
         return node
 
+    def _owned_parent(self, path: tuple[str | int, ...]) -> dict[str, Any] | None:
+        """The map that holds ``path``'s last part, owned (copied on first write), or None when a
+        container on the way is missing or the parent is not a map.
+
+        One walk that copies as it goes: ``set`` nearly always writes, so finding the parent and
+        owning it are done together instead of in two walks. A path that does not resolve may leave
+        some ancestors copied; ``doc`` is still equal to what the operations so far produce.
+        Exact ``dict``/``list`` types only (what JSON and YAML give); anything else takes the
+        general path in ``set``."""
+        owned = self._owned
+        node: Any = self.doc
+        if id(node) not in owned:
+            node = self.doc = dict(node)
+            owned.add(id(node))
+        for i in range(len(path) - 1):
+            part = path[i]
+            if type(node) is dict:
+                child = node.get(part, _MISSING)  # type: ignore[call-overload]
+            elif type(node) is list and type(part) is int and 0 <= part < len(node):
+                child = node[part]
+            else:
+                return None
+            kind = type(child)
+            if kind is not dict and kind is not list:
+                return None
+            if id(child) not in owned:
+                child = dict(child) if kind is dict else list(child)
+                node[part] = child
+                owned.add(id(child))
+            node = child
+        return node if type(node) is dict else None
+
     # --- operations ------------------------------------------------------------------------------
 
     def set(self, path: Path, value: Any, *, overwrite: bool = False) -> bool:
@@ -108,6 +140,21 @@ class PatchBuilder:
         With ``overwrite=False`` an existing value is left alone (the user's choice wins).
         """
         path = tuple(path)
+        parent = self._owned_parent(path)
+        if parent is not None:  # the usual case: the parent map is there; one walk, already owned
+            key = path[-1]
+            if type(key) is not str:
+                raise ValueError(f"cannot set {pointer(path)}: a map key must be a string")
+            current = parent.get(key, _MISSING)
+            if current is _MISSING:
+                self.ops.append({"op": "add", "path": pointer(path), "value": value})
+                parent[key] = value
+                return True
+            if not overwrite or current == value:
+                return False
+            self.ops.append({"op": "replace", "path": pointer(path), "value": value})
+            parent[key] = value
+            return True
         chain = self._chain(path)  # one walk serves the lookup, the parent search and the parent check
         if len(chain) > len(path):
             current = chain[-1]
@@ -131,6 +178,8 @@ class PatchBuilder:
         parent = chain[depth]
         if not isinstance(parent, dict):
             raise ValueError(f"parent of {pointer(target)} is not a map")
+        if not isinstance(target[-1], str):
+            raise ValueError(f"cannot set {pointer(target)}: a map key must be a string")
         self.ops.append({"op": "add", "path": pointer(target), "value": nested})
         self._own(target[:-1])[target[-1]] = nested
         return True
@@ -138,6 +187,15 @@ class PatchBuilder:
     def append(self, path: Path, value: Any) -> None:
         """Append to the list at ``path``, creating the list (and missing parents) if absent."""
         path = tuple(path)
+        parent = self._owned_parent(path)
+        if parent is not None and type(parent.get(path[-1])) is list:  # the usual case: one walk
+            current = parent[path[-1]]
+            if id(current) not in self._owned:
+                current = parent[path[-1]] = list(current)
+                self._owned.add(id(current))
+            self.ops.append({"op": "add", "path": pointer(path) + "/-", "value": value})
+            current.append(value)
+            return
         current = self.get(path, _MISSING)
         if current is _MISSING or current is None:
             if current is None:
