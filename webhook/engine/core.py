@@ -24,6 +24,7 @@ from webhook.engine.patch import PatchBuilder
 from webhook.engine.resolve import Failure, Resolution, resolve
 from webhook.engine.resources import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.rules import RULES, effective_action
+from webhook.engine.rules.registry import facts as rule_facts
 from webhook.engine.shape import shape_errors
 from webhook.engine.workload import MUTABLE_KINDS, Kind, Template, classify, templates
 from webhook.policy.compiled import Policy
@@ -330,7 +331,10 @@ def _run_rules(ctx: Context) -> tuple[Violation, ...]:
     policy = ctx.policy
     out: list[Violation] = []
     seen: set[tuple[str, str, str]] = set()
+    known = rule_facts(ctx) if ctx.trace is None else None  # --explain runs (and reports) every rule
     for rule in RULES.values():
+        if known is not None and rule.needs and not rule.needs <= known:
+            continue
         found = False
         for finding in rule.check(ctx):
             found = True

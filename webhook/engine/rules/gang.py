@@ -92,6 +92,7 @@ def _multi_pod(ctx: Context) -> bool:
     "gang-required",
     Action.DENY,
     "multi-pod training without a gang (Job parallelism > 1, Volcano Job, gang-size > 1)",
+    needs=("multi-pod",),
 )
 def gang_required(ctx: Context) -> Iterable[Finding]:
     primary = ctx.primary
@@ -112,6 +113,7 @@ def gang_required(ctx: Context) -> Iterable[Finding]:
     "gang-incomplete",
     Action.DENY,
     "Volcano minAvailable < total replicas (all-or-nothing classes); gang-size != parallelism",
+    needs=("gang",),
 )
 def gang_incomplete(ctx: Context) -> Iterable[Finding]:
     primary = ctx.primary
@@ -187,7 +189,9 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
             )
 
 
-@rule("gang-unschedulable", Action.DENY, "the gang needs more GPUs or nodes than the pool has")
+@rule(
+    "gang-unschedulable", Action.DENY, "the gang needs more GPUs or nodes than the pool has", needs=("multi-pod",)
+)
 def gang_unschedulable(ctx: Context) -> Iterable[Finding]:
     primary = ctx.primary
     if primary is None or primary.cls is None or ctx.gang is None or ctx.gang.size <= 1:

@@ -10,17 +10,20 @@ from webhook.engine.rules.registry import resolution_findings, rule
 
 
 @rule(
-    "intent-invalid", Action.DENY, "unknown class / isolation / model / pool, malformed quantity or integer"
+    "intent-invalid",
+    Action.DENY,
+    "unknown class / isolation / model / pool, malformed quantity or integer",
+    needs=("findings",),
 )
 def intent_invalid(ctx: Context) -> Iterable[Finding]:
     return resolution_findings(ctx, "intent-invalid")
 
 
-@rule("class-not-allowed", Action.DENY, "namespace not entitled to the class or pool")
+@rule("class-not-allowed", Action.DENY, "namespace not entitled to the class or pool", needs=("findings",))
 def class_not_allowed(ctx: Context) -> Iterable[Finding]:
     return resolution_findings(ctx, "class-not-allowed")
 
 
-@rule("rdma-unavailable", Action.DENY, "RDMA asked for on a pool without RDMA")
+@rule("rdma-unavailable", Action.DENY, "RDMA asked for on a pool without RDMA", needs=("findings",))
 def rdma_unavailable(ctx: Context) -> Iterable[Finding]:
     return resolution_findings(ctx, "rdma-unavailable")

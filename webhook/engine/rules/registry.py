@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from webhook.engine.context import Context, Finding
 from webhook.engine.decision import Action
+from webhook.engine.workload import Kind
 from webhook.policy.compiled import Policy
 
 Check = Callable[[Context], Iterable[Finding]]
@@ -23,16 +24,42 @@ class Rule:
     default: Action
     catches: str
     check: Check
+    needs: frozenset[str] = frozenset()
+    """Facts (see :func:`facts`) without which the check cannot find anything; it is not called then."""
 
 
 RULES: dict[str, Rule] = {}
 
+FACTS = frozenset({"findings", "gang", "multi-pod", "volcano-job"})
 
-def rule(rule_id: str, default: Action, catches: str) -> Callable[[Check], Check]:
+
+def facts(ctx: Context) -> frozenset[str]:
+    """What holds for this evaluation, in the terms rules declare in ``needs``.
+
+    Like a Kyverno rule's ``match``, ``needs`` says which objects a rule is about, so that most
+    reviews skip most rules without calling them (a call that finds nothing still costs a generator).
+    ``tests/engine/test_rules.py`` checks that skipping never changes a verdict."""
+    found = []
+    if ctx.findings:
+        found.append("findings")
+    if ctx.gang is not None:
+        found.append("gang")
+        if ctx.gang.size > 1:
+            found.append("multi-pod")
+    if ctx.kind is Kind.VOLCANO_JOB:
+        found.append("volcano-job")
+    return frozenset(found)
+
+
+def rule(rule_id: str, default: Action, catches: str, *, needs: Iterable[str] = ()) -> Callable[[Check], Check]:
+    needed = frozenset(needs)
+    if not needed <= FACTS:
+        raise ValueError(f"rule {rule_id} needs unknown facts {sorted(needed - FACTS)}")
+
     def register(check: Check) -> Check:
         if rule_id in RULES:
             raise ValueError(f"rule {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, default, catches, check)
+        RULES[rule_id] = Rule(rule_id, default, catches, check, needed)
         return check
 
     return register

@@ -16,6 +16,7 @@ from webhook.engine.workload import Kind, dotted
     "unknown-field",
     Action.DENY,
     "a Volcano Job field the CRD does not have (kubectl fails or the field vanishes)",
+    needs=("volcano-job",),
 )
 def unknown_field(ctx: Context) -> Iterable[Finding]:
     if ctx.kind is not Kind.VOLCANO_JOB:
@@ -38,6 +39,11 @@ def unknown_field(ctx: Context) -> Iterable[Finding]:
         )
 
 
-@rule("malformed-object", Action.DENY, "a field the engine reads has the wrong type (the apiserver would reject it)")
+@rule(
+    "malformed-object",
+    Action.DENY,
+    "a field the engine reads has the wrong type (the apiserver would reject it)",
+    needs=("findings",),
+)
 def malformed_object(ctx: Context) -> Iterable[Finding]:
     return resolution_findings(ctx, "malformed-object")
