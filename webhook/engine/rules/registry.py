@@ -38,7 +38,7 @@ def facts(ctx: Context) -> frozenset[str]:
 
     Like a Kyverno rule's ``match``, ``needs`` says which objects a rule is about, so that most
     reviews skip most rules without calling them (a call that finds nothing still costs a generator).
-    ``tests/engine/test_rules.py`` checks that skipping never changes a verdict."""
+    ``tests/engine/test_rule_needs.py`` checks that skipping never changes a verdict."""
     found = []
     if ctx.findings:
         found.append("findings")
