@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import TRAINING_NS
-from tests.engine.helpers import PREFIX, container, intent, pod, rules
+from tests.engine.helpers import container, intent, pod, rules
 from tests.engine.test_properties import intent_objects
 from webhook.engine import evaluate
 
@@ -69,4 +69,3 @@ def test_controllers_and_updates_are_still_judged_as_their_pods_will_be(policy):
         received = evaluate(policy, copy.deepcopy(deployment), as_received=True, **kwargs)
         assert received.violations == default.violations
         assert "mig-profile-unavailable" not in rules(received), "its pods will get the right profile"
-    assert f"{PREFIX}/workload" in template["metadata"]["labels"]

@@ -216,19 +216,14 @@ def _targeted_pools(policy: Policy, tpl: Template) -> tuple[str, ...]:
     selector = tpl.spec.get("nodeSelector")
     if not isinstance(selector, dict) or not selector:
         return ()
-    key = ("targeted", tuple(selector.items()))  # a function of the policy and the selector
-    found = policy.memo.get(key)
-    if found is None:
-        found = policy.remember(
-            key,
-            tuple(
-                name
-                for name, pool in policy.pools.items()
-                if pool.spec.node_selector
-                and all(selector.get(k) == v for k, v in pool.spec.node_selector.items())
-            ),
-        )
-    return found  # type: ignore[no-any-return]
+    return policy.recall(  # a function of the policy and the selector
+        ("targeted", tuple(selector.items())),
+        lambda: tuple(
+            name
+            for name, pool in policy.pools.items()
+            if pool.spec.node_selector and all(selector.get(k) == v for k, v in pool.spec.node_selector.items())
+        ),
+    )
 
 
 def _adopt(
@@ -307,10 +302,7 @@ def _resolve(policy: Policy, intent: Intent, ctx: Context, selector: dict[str, s
         ctx.namespace,
         tuple(selector.items()),
     )
-    found = policy.memo.get(key)
-    if found is None:
-        found = policy.remember(key, resolve(policy, intent, ctx.entitlement, ctx.namespace, selector, None))
-    return found
+    return policy.recall(key, lambda: resolve(policy, intent, ctx.entitlement, ctx.namespace, selector, None))
 
 
 def _where(state: TemplateState) -> str:

@@ -7,9 +7,10 @@ parsing, no catalog search and no string building that could have been done at l
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from webhook.policy.model import (
     Entitlement,
@@ -26,6 +27,8 @@ from webhook.policy.model import (
 )
 from webhook.quantity import GIB, parse_quantity
 
+_ABSENT = object()
+T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class Profile:
@@ -133,22 +136,26 @@ class Policy:
     rdma_resources: frozenset[str] = frozenset()
     mig_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # resource -> models offering it
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
-    """Results of pure functions of this policy and small request facts (see :meth:`remember`)."""
+    """Results of pure functions of this policy and small request facts (see :meth:`recall`)."""
 
     MEMO_LIMIT: ClassVar[int] = 4096
 
-    def remember(self, key: Any, value: Any) -> Any:
-        """Keep ``value`` for ``key`` in :attr:`memo` and return it.
+    def recall(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """The result for ``key``, computed by ``compute()`` the first time it is asked for.
 
         Only for results that depend on nothing but this policy and the key, and that no caller
-        mutates: they are shared by every request that asks the same question. The memo dies with
-        the policy (a reload builds a new one), and it is bounded: hostile requests can make keys
-        vary without limit, so when it is full it is emptied and refills with what traffic asks.
+        mutates: they are shared by every request that asks the same question. Keys start with a
+        tag naming the question. The memo dies with the policy (a reload builds a new one), and it
+        is bounded: hostile requests can make keys vary without limit, so when it is full it is
+        emptied and refills with what traffic asks. A single ``get`` reads it, so a clear by
+        another thread between a test and a read can never raise.
         """
-        if len(self.memo) >= self.MEMO_LIMIT:
-            self.memo.clear()
-        self.memo[key] = value
-        return value
+        found = self.memo.get(key, _ABSENT)
+        if found is _ABSENT:
+            if len(self.memo) >= self.MEMO_LIMIT:
+                self.memo.clear()
+            found = self.memo[key] = compute()
+        return found  # type: ignore[no-any-return]
 
     def __repr__(self) -> str:
         return f"Policy(digest={self.digest!r}, pools={sorted(self.pools)}, classes={sorted(self.classes)})"

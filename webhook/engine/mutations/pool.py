@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from webhook.engine.context import Context, TemplateState
 from webhook.engine.patch import PatchBuilder
+from webhook.policy.compiled import CompiledPool, Policy
 
 _TOLERATION_KEYS = ("key", "operator", "value", "effect")
 
@@ -28,28 +29,9 @@ def _normal(toleration: object) -> tuple:
     return values
 
 
-_POOL_FORMS: dict[int, tuple[tuple[dict[str, object], ...], tuple[tuple, ...], frozenset[tuple]]] = {}
-
-
-def _cached_forms(tolerations: tuple[dict[str, object], ...]) -> tuple[tuple[tuple, ...], frozenset[tuple]]:
-    """The normal forms of a compiled pool's tolerations (in order, and as a set), computed once per
-    policy, not per review.
-
-    Keyed by the identity of the (immutable, policy-owned) tuple and checked against it, so a policy
-    reload that frees the old tuple can never hand its forms to a new one; bounded by clearing."""
-    entry = _POOL_FORMS.get(id(tolerations))
-    if entry is not None and entry[0] is tolerations:
-        return entry[1], entry[2]
-    ordered = tuple(_normal(t) for t in tolerations)
-    if len(_POOL_FORMS) > 256:
-        _POOL_FORMS.clear()
-    _POOL_FORMS[id(tolerations)] = (tolerations, ordered, frozenset(ordered))
-    return ordered, frozenset(ordered)
-
-
-def pool_forms(tolerations: tuple[dict[str, object], ...]) -> frozenset[tuple]:
-    """The set of normal forms of a pool's tolerations (see :func:`_cached_forms`)."""
-    return _cached_forms(tolerations)[1]
+def toleration_forms(policy: Policy, pool: CompiledPool) -> tuple[tuple, ...]:
+    """The normal forms of a pool's tolerations, in order; computed once per policy, not per review."""
+    return policy.recall(("forms", pool.name), lambda: tuple(_normal(t) for t in pool.tolerations))
 
 
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
@@ -66,7 +48,7 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         existing = patch.get((*spec, "tolerations"))
         have = {_normal(t) for t in existing} if isinstance(existing, list) else set()
         missing = []
-        for toleration, form in zip(res.pool.tolerations, _cached_forms(res.pool.tolerations)[0], strict=True):
+        for toleration, form in zip(res.pool.tolerations, toleration_forms(ctx.policy, res.pool), strict=True):
             if form not in have:
                 missing.append(dict(toleration))
                 have.add(form)

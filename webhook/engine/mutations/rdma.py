@@ -72,17 +72,24 @@ def merge_networks(current: Any, wanted: tuple[str, ...]) -> tuple[str | None, s
     return current.rstrip().rstrip(",") + "," + ",".join(missing), None
 
 
+def _networks(ctx: Context, state: TemplateState, networks: tuple[str, ...], current: Any) -> str | None:
+    """The networks annotation with the pool's networks merged in (None: already there), reporting
+    one that cannot be merged as ``intent-invalid``."""
+    value, error = merge_networks(current, networks)
+    if error:
+        path = (*state.tpl.meta_path, "annotations", NETWORKS)
+        ctx.findings.append(Finding("intent-invalid", dotted(path), error, state.class_name))
+    return value
+
+
 def check(ctx: Context, state: TemplateState) -> None:
-    """Without mutating: report a networks annotation that cannot be merged (``apply`` reports it too)."""
+    """Without mutating (an object judged as received): what ``apply`` would report."""
     res = state.resolution
     if res is None or not res.rdma or res.pool.spec.rdma is None or not res.pool.spec.rdma.networks:
         return
     annotations = state.tpl.metadata.get("annotations")
     current = annotations.get(NETWORKS) if isinstance(annotations, dict) else None
-    _, error = merge_networks(current, res.pool.spec.rdma.networks)
-    if error:
-        path = (*state.tpl.meta_path, "annotations", NETWORKS)
-        ctx.findings.append(Finding("intent-invalid", dotted(path), error, state.class_name))
+    _networks(ctx, state, res.pool.spec.rdma.networks, current)
 
 
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
@@ -95,10 +102,8 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     ops_before = len(patch.ops)
     if rdma.networks:
         path = (*tpl.meta_path, "annotations", NETWORKS)
-        value, error = merge_networks(patch.get(path), rdma.networks)
-        if error:
-            ctx.findings.append(Finding("intent-invalid", dotted(path), error, state.class_name))
-        elif value is not None:
+        value = _networks(ctx, state, rdma.networks, patch.get(path))
+        if value is not None:
             patch.set(path, value, overwrite=True)
     target = state.target()
     if target is None:

@@ -38,18 +38,21 @@ def _plan(
 ) -> tuple[TopologyLevel, bool, tuple[TopologyLevel, ...]] | None:
     """(level, required, the levels from node up to it that the pool labels), or None for "none";
     a function of the class, the intent and the pool, so remembered per policy."""
-    key = ("topology", class_default, asked, id(labels))
-    if key in policy.memo:
-        return policy.memo[key]  # type: ignore[no-any-return]
+    return policy.recall(("topology", class_default, asked, id(labels)), lambda: _levels(class_default, asked, labels))
+
+
+def _levels(
+    class_default: str, asked: Topology | None, labels: dict[TopologyLevel, str]
+) -> tuple[TopologyLevel, bool, tuple[TopologyLevel, ...]] | None:
     if asked is not None:
         level, required = asked.level, asked.required
     elif class_default == "none":
-        return policy.remember(key, None)  # type: ignore[no-any-return]
+        return None
     else:
         name, _, mode = class_default.partition(":")
         level, required = next(t for t in TOPOLOGY_ORDER if t.value == name), mode == "required"
     levels = tuple(lvl for lvl in TOPOLOGY_ORDER[: TOPOLOGY_ORDER.index(level) + 1] if lvl in labels)
-    return policy.remember(key, (level, required, levels))  # type: ignore[no-any-return]
+    return level, required, levels
 
 
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:

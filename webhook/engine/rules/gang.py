@@ -215,10 +215,11 @@ def gang_unschedulable(ctx: Context) -> Iterable[Finding]:
         per_node = pool.spec.gpus_per_node
         total = sum(devices * count for devices, count in pods.items())
         capacity = pool.spec.nodes * per_node
-        key = ("ffd", tuple(sorted(pods.items())), per_node)  # same gang shapes recur: remember them
-        nodes = ctx.policy.memo.get(key)
-        if nodes is None:  # the fewest nodes whole-device pods pack into
-            nodes = ctx.policy.remember(key, first_fit_decreasing_bins(pods, per_node))
+        # the fewest nodes whole-device pods pack into; the same gang shapes recur, so remembered
+        nodes = ctx.policy.recall(
+            ("ffd", tuple(sorted(pods.items())), per_node),
+            lambda pods=pods, per_node=per_node: first_fit_decreasing_bins(pods, per_node),  # type: ignore[misc]
+        )
         if total > capacity or nodes > pool.spec.nodes:
             yield Finding(
                 "gang-unschedulable",

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
-from webhook.engine.mutations.pool import _normal, pool_forms
+from webhook.engine.mutations.pool import _normal, toleration_forms
 from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.policy.compiled import Policy
 
@@ -20,39 +20,18 @@ def _entitled(ctx: Context, state: TemplateState) -> frozenset[str]:
     """Pools the namespace may use for this template's class (all its classes' pools if unresolved);
     a function of the policy, so remembered there."""
     class_name = state.class_name if state.cls is not None else None
-    key = ("entitled", id(ctx.entitlement), class_name)
-    found = ctx.policy.memo.get(key)
-    if found is None:
-        found = ctx.policy.remember(key, frozenset(ctx.policy.entitled_pools(ctx.entitlement, class_name)))
-    return found  # type: ignore[no-any-return]
+    return ctx.policy.recall(
+        ("entitled", id(ctx.entitlement), class_name),
+        lambda: frozenset(ctx.policy.entitled_pools(ctx.entitlement, class_name)),
+    )
 
 
 def _carriers(policy: Policy, form: tuple) -> tuple[str, ...]:
     """Pools whose taints a toleration (in normal form) tolerates; remembered per policy."""
-    key = ("carriers", form)
-    found = policy.memo.get(key)
-    if found is None:
-        found = policy.remember(key, tuple(n for n, p in policy.pools.items() if form in pool_forms(p.tolerations)))
-    return found  # type: ignore[no-any-return]
-
-
-def _selected_unentitled(policy: Policy, entitled: frozenset[str], selector: dict) -> frozenset[str]:
-    """Pools outside ``entitled`` whose whole nodeSelector the user's selector contains; remembered
-    per policy."""
-    key = ("selects", entitled, tuple(selector.items()))
-    found = policy.memo.get(key)
-    if found is None:
-        found = policy.remember(
-            key,
-            frozenset(
-                name
-                for name, pool in policy.pools.items()
-                if name not in entitled
-                and pool.spec.node_selector
-                and all(selector.get(k) == v for k, v in pool.spec.node_selector.items())
-            ),
-        )
-    return found  # type: ignore[no-any-return]
+    return policy.recall(
+        ("carriers", form),
+        lambda: tuple(n for n, p in policy.pools.items() if form in toleration_forms(policy, p)),
+    )
 
 
 def _affinity_terms(spec: dict) -> list[dict]:
@@ -87,9 +66,9 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
             continue
         entitled = _entitled(ctx, state)
         spec = state.tpl.spec
-        user_selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
         terms = _affinity_terms(spec)
-        selected = _selected_unentitled(policy, entitled, user_selector) if user_selector else ()
+        # pools the user's own nodeSelector selects (read with the template), outside the entitlement
+        selected = [name for name in state.targeted_pools if name not in entitled]
         for name, pool in policy.pools.items() if selected or terms else ():
             if name in entitled or not pool.spec.node_selector:
                 continue
