@@ -53,7 +53,9 @@ def test_ops_replayed_with_jsonpatch_equal_doc_and_the_source_never_changes(scri
     doc, steps = script
     source = copy.deepcopy(doc)
     builder = PatchBuilder(doc)
+    given_values = []  # what the caller handed over, and a copy to compare with at the end
     for kind, path, value, values in steps:
+        given_values.append((value, copy.deepcopy(value), values, copy.deepcopy(values)))
         try:
             if kind == "set":
                 builder.set(path, value)
@@ -73,3 +75,5 @@ def test_ops_replayed_with_jsonpatch_equal_doc_and_the_source_never_changes(scri
         assert doc == source, "the source object was changed"
         replayed = jsonpatch.apply_patch(copy.deepcopy(source), copy.deepcopy(builder.ops))
         assert replayed == builder.doc
+    for value, before, values, values_before in given_values:  # later writes copy them, never edit
+        assert value == before and values == values_before, "a value the caller passed was changed"

@@ -38,14 +38,24 @@ _MISSING = object()
 
 
 class PatchBuilder:
-    """Records operations and keeps ``doc`` equal to ``source`` with those operations applied."""
+    """Records operations and keeps ``doc`` equal to ``source`` with those operations applied.
 
-    __slots__ = ("_owned", "doc", "ops")
+    Copy on write is tracked in a trie of the containers this builder owns (copied on first
+    write), keyed by path part: ``_tree[part] = (container, subtree)``. Writing below an owned
+    container walks the trie with one ``dict.get`` per level instead of re-reading and re-checking
+    the document, which made every operation pay for the depth of its path (a container's
+    ``resources.limits`` is seven levels down in a Volcano task). Operations that take a value away
+    (``replace``, ``remove``) prune the trie below it, so it never names a container that is no
+    longer in ``doc``.
+    """
+
+    __slots__ = ("_rooted", "_tree", "doc", "ops")
 
     def __init__(self, source: dict[str, Any]):
         self.doc: dict[str, Any] = source
         self.ops: list[dict[str, Any]] = []
-        self._owned: set[int] = set()
+        self._rooted = False
+        self._tree: dict[str | int, tuple[Any, dict[Any, Any]]] = {}
 
     # --- reading ---------------------------------------------------------------------------------
 
@@ -84,37 +94,46 @@ class PatchBuilder:
 
     # --- copy on write ---------------------------------------------------------------------------
 
+    def _root(self) -> dict[str, Any]:
+        if not self._rooted:
+            self.doc = dict(self.doc)
+            self._rooted = True
+        return self.doc
+
     def _own(self, path: Path) -> Any:
-        """Return the container at ``path``, copying it and its ancestors on first write."""
-        owned = self._owned
-        node: Any = self.doc
-        if id(node) not in owned:
-            node = self.doc = dict(node)
-            owned.add(id(node))
+        """Return the container at ``path`` (which must exist), copying it and its ancestors on
+        first write. The general path: any container type, any key."""
+        node: Any = self._root()
+        tree = self._tree
         for part in path:
-            child = node[part]
-            if id(child) not in owned:
-                child = dict(child) if type(child) is dict or isinstance(child, dict) else list(child)
+            entry = tree.get(part)
+            if entry is None:
+                child = node[part]
+                child = dict(child) if isinstance(child, dict) else list(child)
                 node[part] = child
-                owned.add(id(child))
-            node = child
+                entry = tree[part] = (child, {})
+            node, tree = entry
         return node
 
-    def _owned_parent(self, path: tuple[str | int, ...]) -> dict[str, Any] | None:
-        """The map that holds ``path``'s last part, owned (copied on first write), or None when a
-        container on the way is missing or the parent is not a map.
+    def _owned_parent(self, path: tuple[str | int, ...]) -> tuple[dict[str, Any], dict[Any, Any]] | None:
+        """The map that holds ``path``'s last part, owned, with its trie node; None when a container
+        on the way is missing or the parent is not a map.
 
         One walk that copies as it goes: ``set`` nearly always writes, so finding the parent and
-        owning it are done together instead of in two walks. A path that does not resolve may leave
-        some ancestors copied; ``doc`` is still equal to what the operations so far produce.
-        Exact ``dict``/``list`` types only (what JSON and YAML give); anything else takes the
-        general path in ``set``."""
-        owned = self._owned
-        node: Any = self.doc
-        if id(node) not in owned:
-            node = self.doc = dict(node)
-            owned.add(id(node))
-        for i in range(len(path) - 1):
+        owning it are done together. A path that does not resolve may leave some ancestors copied;
+        ``doc`` is still equal to what the operations so far produce. Exact ``dict``/``list`` types
+        only (what JSON and YAML give); anything else takes the general path in ``set``."""
+        node: Any = self.doc if self._rooted else self._root()
+        tree = self._tree
+        last = len(path) - 1
+        i = 0
+        while i < last:  # the owned prefix: one lookup per level
+            entry = tree.get(path[i])
+            if entry is None:
+                break
+            node, tree = entry
+            i += 1
+        while i < last:  # the rest: read, check, copy, remember
             part = path[i]
             if type(node) is dict:
                 child = node.get(part, _MISSING)  # type: ignore[call-overload]
@@ -123,14 +142,34 @@ class PatchBuilder:
             else:
                 return None
             kind = type(child)
-            if kind is not dict and kind is not list:
+            if kind is dict:
+                child = dict(child)
+            elif kind is list:
+                child = list(child)
+            else:
                 return None
-            if id(child) not in owned:
-                child = dict(child) if kind is dict else list(child)
-                node[part] = child
-                owned.add(id(child))
-            node = child
-        return node if type(node) is dict else None
+            node[part] = child
+            sub: dict[Any, Any] = {}
+            tree[part] = (child, sub)
+            node, tree = child, sub
+            i += 1
+        return (node, tree) if type(node) is dict else None
+
+    def _forget(self, path: tuple[str | int, ...]) -> None:
+        """Drop the trie below ``path`` after its value was replaced or removed. Below a list the
+        whole list's subtree goes: removing an item shifts the indices after it."""
+        tree = self._tree
+        for i, part in enumerate(path):
+            if i == len(path) - 1 or type(part) is int:
+                if type(part) is int:
+                    tree.clear()
+                else:
+                    tree.pop(part, None)
+                return
+            entry = tree.get(part)
+            if entry is None:
+                return
+            tree = entry[1]
 
     # --- operations ------------------------------------------------------------------------------
 
@@ -140,8 +179,9 @@ class PatchBuilder:
         With ``overwrite=False`` an existing value is left alone (the user's choice wins).
         """
         path = tuple(path)
-        parent = self._owned_parent(path)
-        if parent is not None:  # the usual case: the parent map is there; one walk, already owned
+        found = self._owned_parent(path)
+        if found is not None:  # the usual case: the parent map is there; one walk, already owned
+            parent, tree = found
             key = path[-1]
             if type(key) is not str:
                 raise ValueError(f"cannot set {pointer(path)}: a map key must be a string")
@@ -154,6 +194,7 @@ class PatchBuilder:
                 return False
             self.ops.append({"op": "replace", "path": pointer(path), "value": value})
             parent[key] = value
+            tree.pop(key, None)
             return True
         chain = self._chain(path)  # one walk serves the lookup, the parent search and the parent check
         if len(chain) > len(path):
@@ -162,6 +203,7 @@ class PatchBuilder:
                 return False
             self.ops.append({"op": "replace", "path": pointer(path), "value": value})
             self._own(path[:-1])[path[-1]] = value
+            self._forget(path)
             return True
         # Find the deepest existing container; everything below it is added as one nested value.
         # (chain[d] is the value at path[:d]; every value before the last one is a container, since
@@ -182,25 +224,31 @@ class PatchBuilder:
             raise ValueError(f"cannot set {pointer(target)}: a map key must be a string")
         self.ops.append({"op": "add", "path": pointer(target), "value": nested})
         self._own(target[:-1])[target[-1]] = nested
+        self._forget(target)
         return True
 
     def append(self, path: Path, value: Any) -> None:
         """Append to the list at ``path``, creating the list (and missing parents) if absent."""
         path = tuple(path)
-        parent = self._owned_parent(path)
-        if parent is not None and type(parent.get(path[-1])) is list:  # the usual case: one walk
-            current = parent[path[-1]]
-            if id(current) not in self._owned:
-                current = parent[path[-1]] = list(current)
-                self._owned.add(id(current))
-            self.ops.append({"op": "add", "path": pointer(path) + "/-", "value": value})
-            current.append(value)
-            return
+        found = self._owned_parent(path)
+        if found is not None:
+            parent, tree = found
+            key = path[-1]
+            current = parent.get(key)
+            if type(current) is list:  # the usual case: one walk
+                entry = tree.get(key)
+                if entry is None:
+                    current = parent[key] = list(current)
+                    tree[key] = (current, {})
+                self.ops.append({"op": "add", "path": pointer(path) + "/-", "value": value})
+                current.append(value)
+                return
         current = self.get(path, _MISSING)
         if current is _MISSING or current is None:
             if current is None:
                 self.ops.append({"op": "replace", "path": pointer(path), "value": [value]})
                 self._own(path[:-1])[path[-1]] = [value]
+                self._forget(path)
             else:
                 self.set(path, [value])
             return
@@ -228,4 +276,5 @@ class PatchBuilder:
             return False
         self.ops.append({"op": "remove", "path": pointer(path)})
         del self._own(path[:-1])[path[-1]]
+        self._forget(path)
         return True
