@@ -50,7 +50,7 @@ class Placement:
     adopted_from: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Decision:
     """The verdict for one object.
 

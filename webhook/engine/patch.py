@@ -115,14 +115,17 @@ class PatchBuilder:
             node, tree = entry
         return node
 
-    def _owned_parent(self, path: tuple[str | int, ...]) -> tuple[dict[str, Any], dict[Any, Any]] | None:
-        """The map that holds ``path``'s last part, owned, with its trie node; None when a container
-        on the way is missing or the parent is not a map.
+    def _descend(self, path: tuple[str | int, ...]) -> tuple[Any, dict[Any, Any], int]:
+        """Walk towards ``path``'s parent, owning (copying on first write) every container on the
+        way: ``(node, trie node, depth)``, where ``node`` is the owned container at ``path[:depth]``.
+        ``depth == len(path) - 1`` when the parent was reached; less when the next part is missing
+        or is not a container.
 
-        One walk that copies as it goes: ``set`` nearly always writes, so finding the parent and
-        owning it are done together. A path that does not resolve may leave some ancestors copied;
-        ``doc`` is still equal to what the operations so far produce. Exact ``dict``/``list`` types
-        only (what JSON and YAML give); anything else takes the general path in ``set``."""
+        One walk that copies as it goes: writes nearly always follow, so finding the parent, owning
+        it and (when a map on the way is missing) knowing where to add it are done together. A walk
+        that leads nowhere may leave some ancestors copied; ``doc`` is still equal to what the
+        operations so far produce. Exact ``dict``/``list`` types only (what JSON and YAML give);
+        anything else stops the walk and takes the general path."""
         node: Any = self.doc if self._rooted else self._root()
         tree = self._tree
         last = len(path) - 1
@@ -140,20 +143,36 @@ class PatchBuilder:
             elif type(node) is list and type(part) is int and 0 <= part < len(node):
                 child = node[part]
             else:
-                return None
+                break
             kind = type(child)
             if kind is dict:
                 child = dict(child)
             elif kind is list:
                 child = list(child)
             else:
-                return None
+                break
             node[part] = child
             sub: dict[Any, Any] = {}
             tree[part] = (child, sub)
             node, tree = child, sub
             i += 1
-        return (node, tree) if type(node) is dict else None
+        return node, tree, i
+
+    def _add_below(self, node: Any, path: tuple[str | int, ...], depth: int, value: Any) -> bool:
+        """When map ``node`` (owned, at ``path[:depth]``) lacks ``path[depth]`` and the rest of the
+        path is map keys: add the missing maps and ``value`` as one operation. False otherwise."""
+        key = path[depth]
+        if type(node) is not dict or type(key) is not str or key in node:
+            return False
+        rest = path[depth + 1 :]
+        nested: Any = value
+        for part in reversed(rest):
+            if type(part) is not str:
+                return False
+            nested = {part: nested}
+        self.ops.append({"op": "add", "path": pointer(path[: depth + 1]), "value": nested})
+        node[key] = nested
+        return True
 
     def _forget(self, path: tuple[str | int, ...]) -> None:
         """Drop the trie below ``path`` after its value was replaced or removed. Below a list the
@@ -179,22 +198,23 @@ class PatchBuilder:
         With ``overwrite=False`` an existing value is left alone (the user's choice wins).
         """
         path = tuple(path)
-        found = self._owned_parent(path)
-        if found is not None:  # the usual case: the parent map is there; one walk, already owned
-            parent, tree = found
+        node, tree, depth = self._descend(path)
+        if depth == len(path) - 1 and type(node) is dict:  # the usual case: the parent map is there
             key = path[-1]
             if type(key) is not str:
                 raise ValueError(f"cannot set {pointer(path)}: a map key must be a string")
-            current = parent.get(key, _MISSING)
+            current = node.get(key, _MISSING)
             if current is _MISSING:
                 self.ops.append({"op": "add", "path": pointer(path), "value": value})
-                parent[key] = value
+                node[key] = value
                 return True
             if not overwrite or current == value:
                 return False
             self.ops.append({"op": "replace", "path": pointer(path), "value": value})
-            parent[key] = value
+            node[key] = value
             tree.pop(key, None)
+            return True
+        if self._add_below(node, path, depth, value):  # parent maps missing: added with the value
             return True
         chain = self._chain(path)  # one walk serves the lookup, the parent search and the parent check
         if len(chain) > len(path):
@@ -230,19 +250,19 @@ class PatchBuilder:
     def append(self, path: Path, value: Any) -> None:
         """Append to the list at ``path``, creating the list (and missing parents) if absent."""
         path = tuple(path)
-        found = self._owned_parent(path)
-        if found is not None:
-            parent, tree = found
+        node, tree, depth = self._descend(path)
+        if depth == len(path) - 1 and type(node) is dict:  # the usual case: one walk
             key = path[-1]
-            current = parent.get(key)
-            if type(current) is list:  # the usual case: one walk
-                entry = tree.get(key)
-                if entry is None:
-                    current = parent[key] = list(current)
+            current = node.get(key, _MISSING)
+            if type(current) is list:
+                if tree.get(key) is None:
+                    current = node[key] = list(current)
                     tree[key] = (current, {})
                 self.ops.append({"op": "add", "path": pointer(path) + "/-", "value": value})
                 current.append(value)
                 return
+        if self._add_below(node, path, depth, [value]):  # no list yet: add it with the value
+            return
         current = self.get(path, _MISSING)
         if current is _MISSING or current is None:
             if current is None:
@@ -263,9 +283,20 @@ class PatchBuilder:
         if not values:
             return
         path = tuple(path)
-        current = self.get(path, _MISSING)
-        if current is _MISSING:
-            self.set(path, list(values))
+        node, tree, depth = self._descend(path)
+        if depth == len(path) - 1 and type(node) is dict:  # the usual case: one walk for all values
+            key = path[-1]
+            current = node.get(key, _MISSING)
+            if type(current) is list:
+                if tree.get(key) is None:
+                    current = node[key] = list(current)
+                    tree[key] = (current, {})
+                at = pointer(path) + "/-"
+                for value in values:
+                    self.ops.append({"op": "add", "path": at, "value": value})
+                    current.append(value)
+                return
+        if self._add_below(node, path, depth, list(values)):  # no list yet: add it whole
             return
         for value in values:
             self.append(path, value)

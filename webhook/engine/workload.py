@@ -37,7 +37,7 @@ _KINDS: dict[tuple[str, str], Kind] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Template:
     """One pod template inside an object: JSON paths to its metadata and spec, and its replica count."""
 

@@ -72,28 +72,27 @@ class Admitter:
         return doc
 
     def _respond(self, endpoint: str, review: Review, decision: Decision) -> tuple[dict[str, Any], str, dict[str, Any]]:
-        extra: dict[str, Any] = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant}
         if endpoint == "mutate":
-            doc = allow(review, patch=decision.patch)
-            extra.update(allowed=True, patch_ops=len(decision.patch))
-            outcome = "patched" if decision.patch else ("allowed" if decision.relevant else "ignored")
-            return doc, outcome, extra
+            patch = decision.patch
+            outcome = "patched" if patch else ("allowed" if decision.relevant else "ignored")
+            extra = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant, "allowed": True,
+                     "patch_ops": len(patch)}
+            return allow(review, patch=patch), outcome, extra
         warnings = decision.warnings
         audit = decision.audit_annotations
-        if decision.allowed:
+        violations = decision.violations
+        allowed = decision.allowed
+        if allowed:
             doc = allow(review, warnings=warnings, audit=audit)
             outcome = "allowed" if decision.relevant else "ignored"
         else:
             doc = deny(review, decision.message, warnings=warnings, audit=audit)
             outcome = "denied"
-        extra.update(
-            allowed=decision.allowed,
-            rules=[v.rule for v in decision.violations],
-            warnings=len(warnings),
-        )
-        if not review.dry_run and decision.violations:
+        extra = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant, "allowed": allowed,
+                 "rules": [v.rule for v in violations], "warnings": len(warnings)}
+        if violations and not review.dry_run:
             kind = metrics.kind_label(review.obj)
-            for v in decision.violations:
+            for v in violations:
                 metrics.VIOLATIONS.labels(v.rule, v.action.value, kind).inc()
         return doc, outcome, extra
 
@@ -133,7 +132,7 @@ class Admitter:
     ) -> None:
         elapsed = time.perf_counter() - started
         metrics.observe_request(endpoint, outcome, metrics.kind_label(obj), review.dry_run, elapsed)
-        fields: dict[str, Any] = {
+        head = {
             "endpoint": endpoint,
             "uid": review.uid,
             "operation": review.operation,
@@ -145,8 +144,7 @@ class Admitter:
         if "kind" not in extra:
             meta = obj.get("metadata") if isinstance(obj, dict) else None
             meta = meta if isinstance(meta, dict) else {}
-            fields["kind"] = obj.get("kind") if isinstance(obj, dict) else None
-            fields["name"] = meta.get("name") or meta.get("generateName")
-            fields["allowed"] = True
-        fields.update(extra)
-        log_decision(fields)
+            head["kind"] = obj.get("kind") if isinstance(obj, dict) else None
+            head["name"] = meta.get("name") or meta.get("generateName")
+            head["allowed"] = True
+        log_decision({**head, **extra})

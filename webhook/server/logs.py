@@ -204,16 +204,24 @@ class _DecisionLine:
     takes the standard logging path, so nothing is bypassed that someone set up.
     """
 
-    __slots__ = ("_pid", "_second", "_stamp")
+    __slots__ = ("_head", "_pid", "_second", "_tail")
 
     def __init__(self) -> None:
         self._second = -1
-        self._stamp = ""
+        self._head = ""
         self._pid = os.getpid()
+        self._tail = self._make_tail()
         os.register_at_fork(after_in_child=self._forked)
 
     def _forked(self) -> None:
         self._pid = os.getpid()
+        self._tail = self._make_tail()
+
+    def _make_tail(self) -> str:
+        # what follows the milliseconds: the fixed fields, serialised once, and the comma before
+        # the review's own fields. Encoded by orjson, so the bytes are the formatter's.
+        fixed = orjson.dumps({"level": "info", "logger": DECISION_LOGGER, "msg": "admission", "pid": self._pid})
+        return 'Z",' + fixed[1:-1].decode() + ","
 
     def handler(self) -> LineWriter | None:
         """The handler to write to directly, or None for the standard path. Checked on every line
@@ -227,25 +235,23 @@ class _DecisionLine:
         return None
 
     def write(self, handler: LineWriter, fields: dict[str, Any]) -> None:
+        """``{"ts":…,"level":…,"logger":…,"msg":…,"pid":…,`` + the fields' own JSON: the fixed part
+        is built once per second (the timestamp) and once per process (the rest), not per line."""
         now = time.time()
         second = int(now)
         if second != self._second:  # one strftime per second, not per line
-            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._head = '{"ts":"' + time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)) + "."
             self._second = second
-        out: dict[str, Any] = {
-            "ts": f"{self._stamp}.{int((now - second) * 1000):03d}Z",
-            "level": "info",
-            "logger": DECISION_LOGGER,
-            "msg": "admission",
-            "pid": self._pid,
-        }
-        out.update(fields)
         try:
-            line = orjson.dumps(out, default=str).decode() + handler.terminator
+            body = orjson.dumps(fields, default=str).decode()
         except Exception:
             handler.handleError(logging.makeLogRecord({"msg": "decision line not serialisable"}))
             return
-        handler.submit(line, defer=handler.delay > 0)
+        millis = int((now - second) * 1000)
+        line = f"{self._head}{millis:03d}{self._tail}{body[1:]}" if len(body) > 2 else None
+        if line is None:  # no fields (never from the server): the formatter's shape, no trailing comma
+            line = f"{self._head}{millis:03d}{self._tail[:-1]}}}"
+        handler.submit(line + handler.terminator, defer=handler.delay > 0)
 
 
 _decision_line = _DecisionLine()
