@@ -58,6 +58,10 @@ class Decision:
     when nothing needs to change (always on UPDATE and for kinds that are only validated).
     ``mutated`` is the object after the patch, so validators and ``check -o yaml`` need not apply it
     again.
+
+    A value: nothing changes it after ``evaluate`` returns. It is not a frozen dataclass only
+    because one is built per review and a frozen one costs three times as much to construct
+    (every field through ``object.__setattr__``; docs/performance.md).
     """
 
     kind: str

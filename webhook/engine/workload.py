@@ -39,7 +39,9 @@ _KINDS: dict[tuple[str, str], Kind] = {
 
 @dataclass(slots=True)
 class Template:
-    """One pod template inside an object: JSON paths to its metadata and spec, and its replica count."""
+    """One pod template inside an object: JSON paths to its metadata and spec, and its replica count.
+
+    Read-only by convention; not frozen, since one or more are built per review (see ``Decision``)."""
 
     path: tuple[str | int, ...]  # path of the template itself (() for a Pod)
     metadata: dict[str, Any]
