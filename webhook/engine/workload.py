@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 
@@ -118,7 +119,15 @@ def templates(obj: dict[str, Any], kind: Kind) -> list[Template]:
 
 
 def dotted(path: tuple[str | int, ...] | list[str | int]) -> str:
-    """Kubernetes field-path style: ``spec.containers[0].resources.limits[nvidia.com/gpu]``."""
+    """Kubernetes field-path style: ``spec.containers[0].resources.limits[nvidia.com/gpu]``.
+
+    Cached (bounded) like ``patch.pointer``: intent keys, findings and the resolve memo name the same
+    few dozen paths on every review."""
+    return _dotted(tuple(path))
+
+
+@lru_cache(maxsize=4096)
+def _dotted(path: tuple[str | int, ...]) -> str:
     out: list[str] = []
     for part in path:
         if isinstance(part, int) or "." in part or "/" in part:
