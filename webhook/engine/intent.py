@@ -22,13 +22,20 @@ OPT_OUT = "none"
 (e.g. the CPU-only MPI launcher task of a Volcano Job whose Job-level label says ``training``)."""
 
 _DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_LEVELS = {level.value for level in TopologyLevel}
 
 
 @dataclass(frozen=True, slots=True)
 class Topology:
     level: TopologyLevel
     required: bool
+
+
+_TOPOLOGIES = {  # every valid value but "none", read with one lookup (and one shared, immutable value)
+    f"{level.value}{suffix}": Topology(level, suffix == ":required")
+    for level in TopologyLevel
+    for suffix in ("", ":", ":required")
+}
+_ISOLATIONS = {isolation.value: isolation for isolation in Isolation}
 
 
 @dataclass(slots=True)
@@ -86,6 +93,11 @@ def read_intent(
     own = own if isinstance(own, dict) else {}
     outer = meta.get("annotations") if tpl.path != () else None
     outer = outer if isinstance(outer, dict) else {}
+    present = keys.annotations.intersection(own)  # which keys to read: most templates set two or three
+    if outer:
+        present |= keys.annotations.intersection(outer)
+    if not present:
+        return intent
 
     def get(key: str) -> tuple[str, str] | None:
         if key in own:
@@ -102,13 +114,13 @@ def read_intent(
     def bad(path: str, message: str) -> None:
         intent.errors.append((path, message))
 
-    if (got := get(keys.gpus)) is not None:
+    if keys.gpus in present and (got := get(keys.gpus)) is not None:
         value, path = got
         if value.isdigit() and int(value) >= 1:
             intent.gpus, intent.gpus_set = int(value), True
         else:
             bad(path, f'{keys.gpus} must be an integer >= 1, got {value!r} (example: "8")')
-    if (got := get(keys.gpu_memory)) is not None:
+    if keys.gpu_memory in present and (got := get(keys.gpu_memory)) is not None:
         value, path = got
         try:
             amount = parse_quantity(value)
@@ -119,55 +131,54 @@ def read_intent(
             intent.gpu_memory = amount
         except QuantityError as exc:
             bad(path, f"{keys.gpu_memory}: {exc}")
-    if (got := get(keys.isolation)) is not None:
+    if keys.isolation in present and (got := get(keys.isolation)) is not None:
         value, path = got
-        try:
-            intent.isolation = Isolation(value)
-        except ValueError:
+        if (isolation := _ISOLATIONS.get(value)) is not None:
+            intent.isolation = isolation
+        else:
             bad(path, f"{keys.isolation} must be shared, mig or exclusive, got {value!r}")
-    if (got := get(keys.gpu_model)) is not None:
+    if keys.gpu_model in present and (got := get(keys.gpu_model)) is not None:
         value, path = got
         if value in policy.models:
             intent.gpu_model = value
         else:
             bad(path, f"unknown GPU model {value!r}; known: {', '.join(sorted(policy.models))}")
-    if (got := get(keys.pool)) is not None:
+    if keys.pool in present and (got := get(keys.pool)) is not None:
         value, path = got
         if value in policy.pools:
             intent.pool = value
         else:
             bad(path, f"unknown pool {value!r}; pools: {', '.join(sorted(policy.pools))}")
-    if (got := get(keys.rdma)) is not None:
+    if keys.rdma in present and (got := get(keys.rdma)) is not None:
         value, path = got
         if value.lower() in ("true", "false"):
             intent.rdma = value.lower() == "true"
         else:
             bad(path, f'{keys.rdma} must be "true" or "false", got {value!r}')
-    if (got := get(keys.gang)) is not None:
+    if keys.gang in present and (got := get(keys.gang)) is not None:
         value, path = got
         if _DNS_1123.match(value) and len(value) <= 63:
             intent.gang = value
         else:
             bad(path, f"{keys.gang} must be a DNS-1123 name (lower case, digits, '-', '.'), got {value!r}")
-    if (got := get(keys.gang_size)) is not None:
+    if keys.gang_size in present and (got := get(keys.gang_size)) is not None:
         value, path = got
         if value.isdigit() and int(value) >= 1:
             intent.gang_size = int(value)
         else:
             bad(path, f"{keys.gang_size} must be an integer >= 1, got {value!r}")
-    if (got := get(keys.topology)) is not None:
+    if keys.topology in present and (got := get(keys.topology)) is not None:
         value, path = got
-        level, _, mode = value.partition(":")
-        if level == "none" and not mode:
+        if value in ("none", "none:"):
             intent.topology_none = True
-        elif level in _LEVELS and mode in ("", "required"):
-            intent.topology = Topology(TopologyLevel(level), mode == "required")
+        elif (topology := _TOPOLOGIES.get(value)) is not None:
+            intent.topology = topology
         else:
             bad(
                 path,
                 f"{keys.topology} must be node, switch, rack, zone or none, optionally ':required', got {value!r}",
             )
-    if (got := get(keys.container)) is not None:
+    if keys.container in present and (got := get(keys.container)) is not None:
         value, path = got
         names = [
             c.get("name")

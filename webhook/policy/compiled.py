@@ -106,15 +106,17 @@ class IntentKeys:
     gang_size: str
     topology: str
     container: str
+    annotations: frozenset[str] = frozenset()
+    """Every key above but ``workload`` (a label): the ones read from annotations."""
 
     @classmethod
     def for_prefix(cls, prefix: str) -> IntentKeys:
-        return cls(
-            **{
-                name: f"{prefix}/{name.replace('_', '-')}"
-                for name in cls.__dataclass_fields__  # type: ignore[attr-defined]
-            }
-        )
+        names = {
+            name: f"{prefix}/{name.replace('_', '-')}"
+            for name in cls.__dataclass_fields__  # type: ignore[attr-defined]
+            if name != "annotations"
+        }
+        return cls(**names, annotations=frozenset(v for k, v in names.items() if k != "workload"))
 
 
 

@@ -78,9 +78,13 @@ class Admitter:
             extra = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant, "allowed": True,
                      "patch_ops": len(patch)}
             return allow(review, patch=patch), outcome, extra
+        violations = decision.violations
+        if not violations:  # the usual answer: nothing to warn, audit or deny
+            extra = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant, "allowed": True,
+                     "rules": [], "warnings": 0}
+            return allow(review), "allowed" if decision.relevant else "ignored", extra
         warnings = decision.warnings
         audit = decision.audit_annotations
-        violations = decision.violations
         allowed = decision.allowed
         if allowed:
             doc = allow(review, warnings=warnings, audit=audit)
@@ -90,7 +94,7 @@ class Admitter:
             outcome = "denied"
         extra = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant, "allowed": allowed,
                  "rules": [v.rule for v in violations], "warnings": len(warnings)}
-        if violations and not review.dry_run:
+        if not review.dry_run:
             kind = metrics.kind_label(review.obj)
             for v in violations:
                 metrics.VIOLATIONS.labels(v.rule, v.action.value, kind).inc()

@@ -116,7 +116,9 @@ def parse_review(body: bytes) -> Review:
 
 def encode_patch(ops: Sequence[Mapping[str, Any]]) -> str:
     """JSON Patch operations as the base64 string ``response.patch`` carries."""
-    return base64.b64encode(orjson.dumps(list(ops))).decode("ascii")
+    if type(ops) is not tuple and type(ops) is not list:  # orjson writes those two as arrays
+        ops = list(ops)
+    return base64.b64encode(orjson.dumps(ops)).decode("ascii")
 
 
 def _envelope(review: Review, response: dict[str, Any]) -> dict[str, Any]:
