@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import random
 import threading
+from collections import OrderedDict
 
 import pytest
 from prometheus_client import REGISTRY
 
+from webhook.engine.workload import classify
+from webhook.server import metrics
 from webhook.server.metrics import LATENCY_BUCKETS, RequestTally
 
 
@@ -60,3 +63,23 @@ def test_without_defer_each_review_is_written_at_once():
     before = _value("gpu_admission_requests_total", **labels)
     tally.record("tally-direct", "allowed", "Job", True, 0.0002)
     assert _value("gpu_admission_requests_total", **labels) == before + 1
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"apiVersion": "v1", "kind": "Pod"},
+        {"apiVersion": "batch.volcano.sh/v1alpha1", "kind": "Job"},
+        {"apiVersion": "batch/v1", "kind": "Job"},
+        {"apiVersion": "apps/v1", "kind": "Deployment"},
+        {"apiVersion": "v1", "kind": "ConfigMap"},
+        {"apiVersion": ["v1"], "kind": "Pod"},  # unhashable: never a lookup key
+        {"kind": "Pod"},
+        OrderedDict(apiVersion="v1", kind="Pod"),  # a dict subclass takes the engine's own path
+        None,
+        "Pod",
+    ],
+)
+def test_kind_label_agrees_with_the_engine(obj):
+    kind = classify(obj)
+    assert metrics.kind_label(obj) == (kind.value if kind is not None else "other")

@@ -26,7 +26,7 @@ class Kind(StrEnum):
 MUTABLE_KINDS = frozenset({Kind.POD, Kind.JOB, Kind.VOLCANO_JOB})
 """Kinds that get a patch. Controllers are validated as their pods would be after mutation (SPEC §4)."""
 
-_KINDS: dict[tuple[str, str], Kind] = {
+KINDS_BY_TYPE: dict[tuple[str, str], Kind] = {  # (apiVersion, kind) -> Kind
     ("v1", "Pod"): Kind.POD,
     ("batch/v1", "Job"): Kind.JOB,
     ("batch.volcano.sh/v1alpha1", "Job"): Kind.VOLCANO_JOB,
@@ -68,7 +68,7 @@ def classify(obj: Any) -> Kind | None:
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return None
-    return _KINDS.get((api_version, kind))
+    return KINDS_BY_TYPE.get((api_version, kind))
 
 
 def _map(value: Any) -> dict[str, Any]:

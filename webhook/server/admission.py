@@ -135,20 +135,25 @@ class Admitter:
         extra: dict[str, Any],
     ) -> None:
         elapsed = time.perf_counter() - started
-        metrics.observe_request(endpoint, outcome, metrics.kind_label(obj), review.dry_run, elapsed)
-        head = {
-            "endpoint": endpoint,
-            "uid": review.uid,
-            "operation": review.operation,
-            "namespace": review.namespace,
-            "decision": outcome,
-            "dry_run": review.dry_run,
-            "latency_ms": round(elapsed * 1000, 3),
-        }
-        if "kind" not in extra:
+        metrics.TALLY.record(endpoint, outcome, metrics.kind_label(obj), review.dry_run, elapsed)
+        if "kind" not in extra:  # answered before the engine ran: name the object from the review
             meta = obj.get("metadata") if isinstance(obj, dict) else None
             meta = meta if isinstance(meta, dict) else {}
-            head["kind"] = obj.get("kind") if isinstance(obj, dict) else None
-            head["name"] = meta.get("name") or meta.get("generateName")
-            head["allowed"] = True
-        log_decision({**head, **extra})
+            extra = {
+                "kind": obj.get("kind") if isinstance(obj, dict) else None,
+                "name": meta.get("name") or meta.get("generateName"),
+                "allowed": True,
+                **extra,
+            }
+        log_decision(
+            {
+                "endpoint": endpoint,
+                "uid": review.uid,
+                "operation": review.operation,
+                "namespace": review.namespace,
+                "decision": outcome,
+                "dry_run": review.dry_run,
+                "latency_ms": round(elapsed * 1000, 3),
+                **extra,
+            }
+        )

@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from webhook.engine.workload import classify
+from webhook.engine.workload import KINDS_BY_TYPE, classify
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -200,8 +200,16 @@ def observe_request(endpoint: str, outcome: str, kind: str, dry_run: bool, secon
 
 def kind_label(obj: Any) -> str:
     """A bounded ``kind`` label: the engine's kind name (``VolcanoJob`` for Volcano) or ``other``."""
-    kind = classify(obj)
-    return kind.value if kind is not None else "other"
+    if type(obj) is dict:  # what the review parser gives: one lookup, no enum
+        api_version, kind = obj.get("apiVersion"), obj.get("kind")
+        if type(api_version) is str and type(kind) is str:
+            return _KIND_LABELS.get((api_version, kind), "other")
+        return "other"
+    workload = classify(obj)
+    return workload.value if workload is not None else "other"
+
+
+_KIND_LABELS = {key: workload.value for key, workload in KINDS_BY_TYPE.items()}
 
 
 def exposition_registry() -> CollectorRegistry:
