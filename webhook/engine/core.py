@@ -262,7 +262,9 @@ def _resolve_all(ctx: Context) -> None:
             continue
         for path, message in intent.errors:
             ctx.findings.append(Finding("intent-invalid", path, message, intent.class_name))
-        if intent.adopted_from is not None:
+        if ctx.trace is None:  # the explanation is built only when asked for (it costs like a rule)
+            pass
+        elif intent.adopted_from is not None:
             ctx.explain(
                 f"{_where(state)}: raw request adopted as class {intent.class_name} "
                 f"(nodeSelector selects pool {intent.adopted_from}, adoptAs: {intent.class_name})"
@@ -274,7 +276,8 @@ def _resolve_all(ctx: Context) -> None:
         if isinstance(result, Failure):
             state.failure = result
             ctx.findings.append(Finding(result.rule, result.path, result.message, intent.class_name))
-            ctx.explain(f"{_where(state)}: not resolved: [{result.rule}] {result.message}")
+            if ctx.trace is not None:
+                ctx.explain(f"{_where(state)}: not resolved: [{result.rule}] {result.message}")
         else:
             state.resolution = result
 

@@ -30,17 +30,19 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     if cls is None:
         return
     spec = state.tpl.spec_path
-    done: list[str] = []
+    done: list[str] | None = [] if ctx.trace is not None else None  # what --explain reports
     if cls.priority_class_name and not patch.get((*spec, "priorityClassName")):
         patch.set((*spec, "priorityClassName"), cls.priority_class_name, overwrite=True)
-        done.append(f"priorityClassName {cls.priority_class_name}")
-        if patch.remove((*spec, "priority")):
-            done.append("defaulted spec.priority removed")
-    if cls.scheduler_name and set_scheduler(patch, spec, cls.scheduler_name):
+        removed = patch.remove((*spec, "priority"))
+        if done is not None:
+            done.append(f"priorityClassName {cls.priority_class_name}")
+            if removed:
+                done.append("defaulted spec.priority removed")
+    if cls.scheduler_name and set_scheduler(patch, spec, cls.scheduler_name) and done is not None:
         done.append(f"schedulerName {cls.scheduler_name}")
     res = state.resolution
     vgpu = res is not None and "volcano.sh/vgpu-number" in res.resources
-    if vgpu and set_scheduler(patch, spec, "volcano"):  # the vGPU device plugin is only honoured by Volcano
+    if vgpu and set_scheduler(patch, spec, "volcano") and done is not None:  # only Volcano honours vGPU
         done.append("schedulerName volcano (Volcano vGPU)")
     if done:
         ctx.explain(f"scheduling: {', '.join(done)}")

@@ -65,11 +65,13 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     if plan is None:
         return
     level, required, levels = plan
+    explain = ctx.trace is not None  # the explanation's strings are built only when asked for
     if gang.size <= 1 or gang.selector is None:
-        ctx.explain(f"topology {level.value}: single pod or unnamed gang, nothing to pack")
+        if explain:
+            ctx.explain(f"topology {level.value}: single pod or unnamed gang, nothing to pack")
         return
     labels = res.pool.spec.topology
-    if level not in labels:
+    if level not in labels and explain:
         ctx.explain(f"topology {level.value}: pool {res.pool.name} maps no node label to it; using {list(levels)}")
     if not levels:
         return
@@ -86,15 +88,18 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     for rank, lvl in enumerate(levels):
         key = labels[lvl]
         if key in used:
-            ctx.explain(f"topology {lvl.value}: user already has a podAffinity term on {key}")
+            if explain:
+                ctx.explain(f"topology {lvl.value}: user already has a podAffinity term on {key}")
             continue
         term = {"labelSelector": selector, "topologyKey": key}
         if required and lvl is levels[-1]:
             required_terms.append(term)
-            added.append(f"required {key}")
+            if explain:
+                added.append(f"required {key}")
         else:
             preferred.append({"weight": max(1, 100 >> rank), "podAffinityTerm": term})
-            added.append(f"{key} ({max(1, 100 >> rank)})")
+            if explain:
+                added.append(f"{key} ({max(1, 100 >> rank)})")
     patch.extend((*affinity, PREFERRED), preferred)
     patch.extend((*affinity, REQUIRED), required_terms)
     coarsest = labels[levels[-1]]
@@ -103,7 +108,8 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         if not any(k in annotations for k in KUEUE_TAS):
             key = KUEUE_REQUIRED if required else KUEUE_PREFERRED
             patch.set((*tpl.meta_path, "annotations", key), coarsest)
-            added.append(f"kueue {key.rsplit('/', 1)[1]} {coarsest}")
+            if explain:
+                added.append(f"kueue {key.rsplit('/', 1)[1]} {coarsest}")
     if (
         gang.backend is GangBackend.VOLCANO
         and ctx.kind is Kind.VOLCANO_JOB
@@ -114,6 +120,7 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         if patch.get(("spec", "networkTopology")) is None:
             mode = "hard" if required else "soft"
             patch.set(("spec", "networkTopology"), {"mode": mode, "highestTierAllowed": tier})
-            added.append(f"volcano networkTopology {mode} tier {tier}")
+            if explain:
+                added.append(f"volcano networkTopology {mode} tier {tier}")
     if added:
         ctx.explain(f"topology {level.value}: podAffinity {'; '.join(added)}")
