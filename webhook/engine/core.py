@@ -98,7 +98,10 @@ def evaluate(
         )
 
     states = _read_templates(policy, obj, kind)
-    if not any(s.intent is not None or (s.resources is not None and s.resources.has_gpu) for s in states):
+    for s in states:  # relevant when a template declares intent or asks for GPUs
+        if s.intent is not None or (s.resources is not None and s.resources.has_gpu):
+            break
+    else:
         return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
 
     ctx = Context(

@@ -138,7 +138,8 @@ def allow(
     if patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = encode_patch(patch)
-    _extras(response, warnings, audit)
+    if warnings or audit:  # an empty tuple (the usual case) skips the copy
+        _extras(response, warnings, audit)
     return _envelope(review, response)
 
 
