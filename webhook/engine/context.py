@@ -7,7 +7,7 @@ from typing import Any
 
 from webhook.engine.intent import Intent
 from webhook.engine.resolve import Failure, Resolution
-from webhook.engine.resources import PodResources
+from webhook.engine.resources import PodResources, inspect_pod
 from webhook.engine.workload import Kind, Template
 from webhook.policy.compiled import Policy
 from webhook.policy.model import Entitlement, GangBackend, WorkloadClass
@@ -27,12 +27,22 @@ class Finding:
 class TemplateState:
     tpl: Template
     intent: Intent | None
+    policy: Policy
     resolution: Resolution | None = None
     failure: Failure | None = None
-    resources: PodResources | None = None  # of the template as received
     targeted_pools: tuple[str, ...] = ()  # pools the user's own nodeSelector selects
     after_tpl: Template | None = None  # the template in the mutated object (what rules judge)
     after: PodResources | None = None
+    _resources: PodResources | None = None
+
+    @property
+    def resources(self) -> PodResources:
+        """What the template as received asks of devices. Read on first use: a ``/mutate`` of a
+        template that declares its intent never needs it (the rules, which do, run on ``/validate``)."""
+        if self._resources is None:
+            policy = self.policy
+            self._resources = inspect_pod(self.tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
+        return self._resources
 
     @property
     def view(self) -> Template:
@@ -40,8 +50,7 @@ class TemplateState:
 
     @property
     def judged(self) -> PodResources:
-        assert self.after is not None or self.resources is not None
-        return self.after if self.after is not None else self.resources  # type: ignore[return-value]
+        return self.after if self.after is not None else self.resources
 
     @property
     def class_name(self) -> str | None:

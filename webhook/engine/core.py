@@ -99,7 +99,7 @@ def evaluate(
 
     states = _read_templates(policy, obj, kind)
     for s in states:  # relevant when a template declares intent or asks for GPUs
-        if s.intent is not None or (s.resources is not None and s.resources.has_gpu):
+        if s.intent is not None or s.resources.has_gpu:
             break
     else:
         return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
@@ -203,15 +203,13 @@ def _mentions_gpu(policy: Policy, obj: Any) -> bool:
 def _read_templates(policy: Policy, obj: dict[str, Any], kind: Kind) -> list[TemplateState]:
     out: list[TemplateState] = []
     for tpl in templates(obj, kind):
-        resources = inspect_pod(tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
+        state = TemplateState(tpl=tpl, intent=None, policy=policy, targeted_pools=_targeted_pools(policy, tpl))
         found = read_class(policy, obj, tpl)
-        intent: Intent | None = None
-        targeted = _targeted_pools(policy, tpl)
         if found is not None and found[0] != OPT_OUT:
-            intent = read_intent(policy, obj, tpl, found[0], found[1])
-        elif found is None and resources.has_gpu:
-            intent = _adopt(policy, obj, tpl, resources, targeted)
-        out.append(TemplateState(tpl=tpl, intent=intent, resources=resources, targeted_pools=targeted))
+            state.intent = read_intent(policy, obj, tpl, found[0], found[1])
+        elif found is None and state.resources.has_gpu:
+            state.intent = _adopt(policy, obj, tpl, state.resources, state.targeted_pools)
+        out.append(state)
     return out
 
 

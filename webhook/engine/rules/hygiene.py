@@ -35,7 +35,7 @@ def privileged_gpu(ctx: Context) -> Iterable[Finding]:
 def raw_gpu_request(ctx: Context) -> Iterable[Finding]:
     label = ctx.policy.keys.workload
     for state in ctx.states:
-        if state.intent is None and state.resources is not None and state.resources.has_gpu:
+        if state.intent is None and state.resources.has_gpu:
             yield Finding(
                 "raw-gpu-request",
                 state.tpl.dotted("metadata", "labels"),

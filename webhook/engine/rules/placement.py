@@ -62,7 +62,7 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
     yield from resolution_findings(ctx, "pool-spoofing")
     policy = ctx.policy
     for state in ctx.states:
-        if state.intent is None and not (state.resources and state.resources.has_gpu):
+        if state.intent is None and not state.resources.has_gpu:
             continue
         entitled = _entitled(ctx, state)
         spec = state.tpl.spec
@@ -116,7 +116,7 @@ def pool_spoofing(ctx: Context) -> Iterable[Finding]:
 @rule("node-name-set", Action.DENY, "spec.nodeName on a GPU pod (bypasses the scheduler, gang and topology)")
 def node_name_set(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
-        if state.intent is None and not (state.resources and state.resources.has_gpu):
+        if state.intent is None and not state.resources.has_gpu:
             continue
         if state.tpl.spec.get("nodeName"):
             yield Finding(
