@@ -249,33 +249,7 @@ class PatchBuilder:
 
     def append(self, path: Path, value: Any) -> None:
         """Append to the list at ``path``, creating the list (and missing parents) if absent."""
-        path = tuple(path)
-        node, tree, depth = self._descend(path)
-        if depth == len(path) - 1 and type(node) is dict:  # the usual case: one walk
-            key = path[-1]
-            current = node.get(key, _MISSING)
-            if type(current) is list:
-                if tree.get(key) is None:
-                    current = node[key] = list(current)
-                    tree[key] = (current, {})
-                self.ops.append({"op": "add", "path": pointer(path) + "/-", "value": value})
-                current.append(value)
-                return
-        if self._add_below(node, path, depth, [value]):  # no list yet: add it with the value
-            return
-        current = self.get(path, _MISSING)
-        if current is _MISSING or current is None:
-            if current is None:
-                self.ops.append({"op": "replace", "path": pointer(path), "value": [value]})
-                self._own(path[:-1])[path[-1]] = [value]
-                self._forget(path)
-            else:
-                self.set(path, [value])
-            return
-        if not isinstance(current, list):
-            raise ValueError(f"{pointer(path)} is not a list")
-        self.ops.append({"op": "add", "path": pointer(path) + "/-", "value": value})
-        self._own(path).append(value)
+        self.extend(path, (value,))
 
     def extend(self, path: Path, values: Sequence[Any]) -> None:
         """Append ``values`` in order: one operation that adds the whole list when there is none yet
@@ -299,7 +273,23 @@ class PatchBuilder:
         if self._add_below(node, path, depth, list(values)):  # no list yet: add it whole
             return
         for value in values:
-            self.append(path, value)
+            self._append_general(path, value)
+
+    def _append_general(self, path: tuple[str | int, ...], value: Any) -> None:
+        """Any container types, a null where the list should be, a list inside a list."""
+        current = self.get(path, _MISSING)
+        if current is _MISSING or current is None:
+            if current is None:
+                self.ops.append({"op": "replace", "path": pointer(path), "value": [value]})
+                self._own(path[:-1])[path[-1]] = [value]
+                self._forget(path)
+            else:
+                self.set(path, [value])
+            return
+        if not isinstance(current, list):
+            raise ValueError(f"{pointer(path)} is not a list")
+        self.ops.append({"op": "add", "path": pointer(path) + "/-", "value": value})
+        self._own(path).append(value)
 
     def remove(self, path: Path) -> bool:
         path = tuple(path)
