@@ -75,13 +75,13 @@ class Admitter:
         if endpoint == "mutate":
             patch = decision.patch
             outcome = "patched" if patch else ("allowed" if decision.relevant else "ignored")
-            extra = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant, "allowed": True,
-                     "patch_ops": len(patch)}
+            extra = _about(decision, True)
+            extra["patch_ops"] = len(patch)
             return allow(review, patch=patch), outcome, extra
         violations = decision.violations
         if not violations:  # the usual answer: nothing to warn, audit or deny
-            extra = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant, "allowed": True,
-                     "rules": [], "warnings": 0}
+            extra = _about(decision, True)
+            extra["rules"], extra["warnings"] = [], 0
             return allow(review), "allowed" if decision.relevant else "ignored", extra
         warnings = decision.warnings
         audit = decision.audit_annotations
@@ -92,8 +92,8 @@ class Admitter:
         else:
             doc = deny(review, decision.message, warnings=warnings, audit=audit)
             outcome = "denied"
-        extra = {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant, "allowed": allowed,
-                 "rules": [v.rule for v in violations], "warnings": len(warnings)}
+        extra = _about(decision, allowed)
+        extra["rules"], extra["warnings"] = [v.rule for v in violations], len(warnings)
         if not review.dry_run:
             kind = metrics.kind_label(review.obj)
             for v in violations:
@@ -136,7 +136,7 @@ class Admitter:
     ) -> None:
         elapsed = time.perf_counter() - started
         metrics.TALLY.record(endpoint, outcome, metrics.kind_label(obj), review.dry_run, elapsed)
-        if "kind" not in extra:  # answered before the engine ran: name the object from the review
+        if "kind" not in extra:  # no decision names the object (ignored operation, engine error)
             meta = obj.get("metadata") if isinstance(obj, dict) else None
             meta = meta if isinstance(meta, dict) else {}
             extra = {
@@ -157,3 +157,8 @@ class Admitter:
                 **extra,
             }
         )
+
+
+def _about(decision: Decision, allowed: bool) -> dict[str, Any]:
+    """The decision line's fields that every answer from the engine carries, in the line's order."""
+    return {"kind": decision.kind, "name": decision.name, "relevant": decision.relevant, "allowed": allowed}
