@@ -50,6 +50,21 @@ def wait_for_workers(server: ServerProcess, count: int, timeout: float = 30.0) -
     raise AssertionError(f"expected {count} workers, have {worker_pids(server)}")
 
 
+def answering_pids(server: ServerProcess, attempts: int, *, until: int | None = None) -> set[int]:
+    """The workers that answer ``/readyz`` (200 every time) over ``attempts`` fresh connections;
+    stops early once worker ``until`` has answered."""
+    seen: set[int] = set()
+    for _ in range(attempts):
+        client = server.client()
+        status, body = client.get_json("/readyz")
+        client.close()
+        assert status == 200
+        seen.add(body["pid"])
+        if until is not None and until in seen:
+            break
+    return seen
+
+
 @dataclass
 class Outcome:
     started: float

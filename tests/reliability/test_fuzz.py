@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from tests.reliability.load import wait_for_workers, worker_pids
+from tests.reliability.load import answering_pids, wait_for_workers, worker_pids
 from tests.server import objects
 from tests.server.support import ApiserverClient, ServerProcess, check_response, review, serve_args
 
@@ -388,14 +388,7 @@ def test_random_bytes(client: ApiserverClient, body: bytes):
 
 
 def test_still_healthy_on_every_worker(server: ServerProcess):
-    seen = set()
-    for _ in range(40):
-        c = server.client()
-        status, body = c.get_json("/readyz")
-        c.close()
-        assert status == 200
-        seen.add(body["pid"])
-    assert seen == set(worker_pids(server)), "both original workers answer"
+    assert answering_pids(server, 40) == set(worker_pids(server)), "both original workers answer"
 
 
 @pytest.mark.parametrize("operation", [["CREATE"], {"op": "CREATE"}, 1, None])

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.reliability.load import Load, wait_for_workers, worker_pids
+from tests.reliability.load import Load, answering_pids, wait_for_workers, worker_pids
 from tests.server.support import ServerProcess, serve_args
 
 pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.slow]
@@ -97,15 +97,6 @@ def test_sigkill_of_a_worker_fails_only_its_own_connections(server: ServerProces
     assert worker_pids(server) == sorted([survivors, replacement])
 
     # the replacement worker serves too: fresh connections spread over both (SO_REUSEPORT hashing)
-    seen: set[int] = set()
-    for _ in range(60):
-        client = server.client()
-        status, body = client.get_json("/readyz")
-        client.close()
-        assert status == 200
-        seen.add(body["pid"])
-        if replacement in seen:
-            break
-    assert replacement in seen, "the new worker accepts connections"
+    assert replacement in answering_pids(server, 60, until=replacement), "the new worker accepts connections"
     booted = [r for r in server.log_records() if r.get("msg", "").startswith("Booting worker")]
     assert len(booted) == 3
