@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.intent import Intent
 from webhook.engine.resolve import Failure, Resolution
 from webhook.engine.resources import PodResources, inspect_pod
@@ -103,6 +104,7 @@ class Context:
     trace: list[str] | None = None
     gang: Gang | None = None
     mutated: dict[str, Any] | None = None
+    cluster: Cluster = EMPTY_CLUSTER
 
     def explain(self, line: str) -> None:
         if self.trace is not None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.engine import mutations
+from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action, Decision, Placement, Violation, WasteReport
 from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
@@ -45,6 +46,7 @@ def evaluate(
     validate: bool = True,
     details: bool = True,
     as_received: bool = False,
+    cluster: Cluster = EMPTY_CLUSTER,
 ) -> Decision:
     """Decide one object. ``namespace`` defaults to the object's own, then ``default``.
 
@@ -66,6 +68,9 @@ def evaluate(
 
     ``namespace_labels`` are the namespace's labels; when unknown (offline), the apiserver's automatic
     ``kubernetes.io/metadata.name`` label is assumed so name-based selectors still work.
+
+    ``cluster`` is what the edges know of other objects (claim templates, device classes, nodes): see
+    :class:`webhook.engine.cluster.Cluster`. The engine only reads it.
     """
     kind = classify(obj)
     meta = obj.get("metadata") if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) else {}
@@ -115,6 +120,7 @@ def evaluate(
         old_object=old_object,
         states=states,
         trace=trace,
+        cluster=cluster,
     )
     if trace is not None:
         ent = ctx.entitlement

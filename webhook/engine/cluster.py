@@ -1,0 +1,36 @@
+"""What the engine may know about the cluster beyond the object itself, as plain data.
+
+The engine does no I/O: the edges gather this (the server from its watches, ``check`` from its inputs
+and ``--context`` files, ``policy test`` from the suite) and pass one immutable view per review. Every
+field is optional knowledge: an empty view means "nothing known", and each rule decides what unknown
+means for it (for example an unresolvable resource claim is treated as a GPU claim).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+_EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """Objects the webhook would look up in the cluster, keyed as the apiserver names them.
+
+    - ``namespaces``: namespace name -> its labels (the entitlement trust anchor);
+    - ``nodes``: Node objects, for exact per-node placement judgement;
+    - ``claim_templates`` / ``claims``: (namespace, name) -> ResourceClaimTemplate / ResourceClaim;
+    - ``device_classes``: name -> DeviceClass.
+    """
+
+    namespaces: Mapping[str, Mapping[str, str]] = field(default=_EMPTY)
+    nodes: tuple[Mapping[str, Any], ...] = ()
+    claim_templates: Mapping[tuple[str, str], Mapping[str, Any]] = field(default=_EMPTY)
+    claims: Mapping[tuple[str, str], Mapping[str, Any]] = field(default=_EMPTY)
+    device_classes: Mapping[str, Mapping[str, Any]] = field(default=_EMPTY)
+
+
+EMPTY_CLUSTER = Cluster()
