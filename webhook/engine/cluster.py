@@ -16,6 +16,10 @@ from typing import Any
 _EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
+def _empty() -> Mapping[Any, Any]:
+    return _EMPTY
+
+
 @dataclass(frozen=True, slots=True)
 class Cluster:
     """Objects the webhook would look up in the cluster, keyed as the apiserver names them.
@@ -26,11 +30,11 @@ class Cluster:
     - ``device_classes``: name -> DeviceClass.
     """
 
-    namespaces: Mapping[str, Mapping[str, str]] = field(default=_EMPTY)
+    namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
     nodes: tuple[Mapping[str, Any], ...] = ()
-    claim_templates: Mapping[tuple[str, str], Mapping[str, Any]] = field(default=_EMPTY)
-    claims: Mapping[tuple[str, str], Mapping[str, Any]] = field(default=_EMPTY)
-    device_classes: Mapping[str, Mapping[str, Any]] = field(default=_EMPTY)
+    claim_templates: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=_empty)
+    claims: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=_empty)
+    device_classes: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
 
 
 EMPTY_CLUSTER = Cluster()
