@@ -111,10 +111,32 @@ NAMESPACE_RELISTS = Counter(
     "Full namespace lists, by reason (initial|gone|error).",
     ["reason"],
 )
+BUILD_INFO = Gauge(
+    "gpu_admission_build_info",
+    "Always 1, labelled with the running gpu-admission and Python versions (one series per version in a rollout).",
+    ["version", "python"],
+    multiprocess_mode="livemax",
+)
 NAMESPACE_MISSES = Counter(
     "gpu_admission_namespace_cache_misses_total",
     "Reviews whose namespace was not (yet) in the cache; evaluated with the name label only.",
 )
+
+
+def publish_static() -> None:
+    """Series that exist from a worker's start, before any review: ``build_info``, and zeroes for the
+    counters of rare events (engine errors, policy reloads) so that ``increase()`` and the dashboard
+    see a 0, not an absent series, on a healthy server."""
+    import platform
+
+    from webhook import __version__
+
+    BUILD_INFO.labels(__version__, platform.python_version()).set(1)
+    for endpoint in ("mutate", "validate"):
+        for failure in ("allow", "deny"):
+            ENGINE_ERRORS.labels(endpoint, failure)
+    for result in ("success", "failure"):
+        POLICY_RELOADS.labels(result)
 
 
 class RequestTally:

@@ -34,6 +34,7 @@ class Runtime:
     def start(self) -> None:
         """Per worker, after fork: catch up with policy changes since the master loaded it, then poll."""
         self.store.publish()  # gauges set in the master do not survive fork in multiprocess mode
+        metrics.publish_static()
         self.store.check()
         metrics.NAMESPACE_SYNCED.set(1 if self.namespaces.ready else 0)
         self._tickers = [Ticker("policy-reload", self.policy_interval, self.store.check)]
