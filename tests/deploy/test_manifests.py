@@ -28,7 +28,7 @@ def test_root_renders_the_base():
     assert kinds >= {
         "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Deployment",
         "PodDisruptionBudget", "Service", "ConfigMap", "MutatingWebhookConfiguration",
-        "ValidatingWebhookConfiguration",
+        "ValidatingWebhookConfiguration", "PriorityClass", "NetworkPolicy",
     }  # fmt: skip
 
 
@@ -57,8 +57,9 @@ def test_strict_validation_is_live():
 def test_every_namespaced_object_is_in_the_webhook_namespace(rendered):
     _, docs = rendered
     cluster_scoped = {
-        "Namespace", "ClusterRole", "ClusterRoleBinding",
-        "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration",
+        "Namespace", "ClusterRole", "ClusterRoleBinding", "PriorityClass",
+        "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
     }  # fmt: skip
     for doc in docs:
         if doc["kind"] in cluster_scoped:
@@ -70,12 +71,42 @@ def test_every_namespaced_object_is_in_the_webhook_namespace(rendered):
 # --- policies ConfigMap -----------------------------------------------------------------------------
 
 
-def test_policy_copy_is_in_sync_with_policies_dir():
-    """kustomize cannot read ../../policies, so manifests/base/policies is a copy: it must not drift."""
-    src = {p.name: p.read_bytes() for p in POLICIES.glob("*.yaml")}
-    copy_ = {p.name: p.read_bytes() for p in (MANIFESTS / "base" / "policies").glob("*.yaml")}
-    assert src, "policies/ is empty"
-    assert copy_ == src, "run: cp policies/*.yaml manifests/base/policies/ (and list new files in the kustomization)"
+def test_rendered_manifest_is_what_policy_render_prints_for_the_shipped_policy(capsys):
+    """manifests/base/rendered.yaml is `policy render` output: it must not drift from the policy."""
+    from webhook.cli import main
+
+    assert main(["policy", "render", str(POLICIES)]) == 0
+    fresh = capsys.readouterr().out
+    current = (MANIFESTS / "base" / "rendered.yaml").read_text()
+    assert current == fresh, "run: gpu-admission policy render policies/ > manifests/base/rendered.yaml"
+
+
+def test_kustomize_carries_every_rendered_object():
+    """What `policy render` produces reaches the cluster through the base unchanged (labels aside)."""
+    import yaml
+
+    rendered = [d for d in yaml.safe_load_all((MANIFESTS / "base" / "rendered.yaml").read_text()) if d]
+    docs = render("root")
+    kinds = {d["kind"] for d in rendered}
+    assert {"PriorityClass", "NetworkPolicy", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} <= kinds
+    for want in rendered:
+        got = copy.deepcopy(one(docs, want["kind"], want["metadata"]["name"]))
+        assert got["metadata"]["labels"].pop("app.kubernetes.io/part-of") == "gpu-admission"
+        assert got == want, f"{want['kind']}/{want['metadata']['name']} changed on its way through kustomize"
+
+
+def test_every_priority_class_the_policy_names_is_installed(policy):
+    docs = render("base")
+    installed = {d["metadata"]["name"]: d for d in docs if d["kind"] == "PriorityClass"}
+    named = {c.priority_class_name for c in policy.classes.values() if c.priority_class_name}
+    assert named and named <= set(installed), named - set(installed)
+    batch = installed[policy.classes["batch"].priority_class_name]
+    assert batch["preemptionPolicy"] == "Never"
+    assert batch["value"] == min(p["value"] for p in installed.values())
+    assert installed[policy.classes["inference"].priority_class_name]["value"] == max(
+        p["value"] for p in installed.values()
+    )
+    assert not any(p["globalDefault"] for p in installed.values())
 
 
 def test_policy_configmap_holds_every_policy_file():

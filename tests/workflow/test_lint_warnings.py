@@ -255,6 +255,32 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "this override of rule 'raw-gpu-request' never applies: namespaces[0] selects team",
         "move it above namespaces[0]",
     ),
+    "render-needed": (
+        spec(
+            """\
+            settings:
+              prefix: acme.example
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes: {infer: {pools: [a100]}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "prefix: acme.example",
+        "settings.prefix (acme.example) is not the default the shipped webhook configurations match on",
+        "re-run `gpu-admission policy render` and apply its output",
+    ),
+    "priority-class-undefined": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes: {infer: {pools: [a100], priorityClassName: gpu-infer}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "classes: {infer:",
+        "class 'infer' sets priorityClassName 'gpu-infer', which spec.priorityClasses does not define",
+        "add gpu-infer: {value: ...} under spec.priorityClasses",
+    ),
 }
 
 

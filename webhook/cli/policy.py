@@ -1,8 +1,10 @@
-"""``gpu-admission policy lint|test|schema``: the platform team's loop before a policy ships.
+"""``gpu-admission policy lint|test|schema|render|init``: the platform team's loop before a policy ships.
 
-lint  — does the policy load, and does it say what its authors meant? (errors, then warnings)
-test  — does it still do what the suites promise for concrete objects?
+lint   — does the policy load, and does it say what its authors meant? (errors, then warnings)
+test   — does it still do what the suites promise for concrete objects?
 schema — the JSON Schema editors validate policy files with.
+render — the cluster objects the policy depends on (PriorityClasses, webhook configurations, …).
+init   — a new policy directory (the shipped default and a test suite) to start from.
 
 Exit codes follow ``check``: 0 clean, 1 findings (lint errors or, with --strict, warnings; failed test
 cases), 2 nothing could be judged (unreadable directory, broken suite or policy, bad arguments).
@@ -87,6 +89,42 @@ def register(sub: Any) -> None:
         help="rewrite the generated blocks (field tables, rule catalogue) of FILE, e.g. docs/policy.md",
     )
     schema.set_defaults(handler=run_schema)
+
+    render = verbs.add_parser(
+        "render",
+        help="print the cluster objects the policy depends on (PriorityClasses, webhook configurations, ...)",
+        description="Render the Kubernetes objects the policy depends on, so they cannot drift from it: the "
+        "policy ConfigMap, the PriorityClasses its classes name, a NetworkPolicy for the webhook, and the "
+        "Mutating/Validating webhook configurations whose rules and matchConditions follow the policy's "
+        "prefix and GPU resource names. Apply the output after every policy change (the shipped "
+        "manifests carry it as manifests/base/rendered.yaml). Exit 0 rendered, 2 the policy does not load.",
+    )
+    render.add_argument("dir", nargs="?", default=None, metavar="DIR", help="policy directory (default: policies)")
+    render.add_argument("--policy", dest="policy_dir", metavar="DIR", help="policy directory (same as DIR)")
+    render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
+    render.add_argument(
+        "--namespaces",
+        action="append",
+        default=[],
+        metavar="NS[,NS...]",
+        help="namespaces that get per-namespace objects (e.g. claim templates); repeatable",
+    )
+    render.add_argument("--webhook-namespace", default="gpu-admission", metavar="NS", help="where the webhook runs")
+    render.add_argument(
+        "--control-plane-cidr",
+        action="append",
+        default=[],
+        metavar="CIDR",
+        help="the API server's addresses, the only sources the NetworkPolicy admits to the webhook port "
+        "(repeatable; default: any address)",
+    )
+    render.add_argument(
+        "--monitoring-namespace",
+        default="monitoring",
+        metavar="NS",
+        help="namespace whose pods may scrape the metrics port ('' for none; default: monitoring)",
+    )
+    render.set_defaults(handler=run_render)
 
 
 # --- lint --------------------------------------------------------------------------------------------
@@ -221,3 +259,53 @@ def run_schema(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return EXIT_FINDINGS
+
+
+# --- render ------------------------------------------------------------------------------------------
+
+
+def run_render(args: argparse.Namespace) -> int:
+    import ipaddress
+
+    from webhook.policy import PolicyError, load_policy
+    from webhook.policy.loader import policy_files
+    from webhook.render import RenderOptions, render
+    from webhook.render.output import to_json, to_yaml
+
+    err = sys.stderr
+    if args.dir and args.policy_dir and args.dir != args.policy_dir:
+        print(
+            f"gpu-admission: give the policy directory once (DIR {args.dir!r} or --policy {args.policy_dir!r})",
+            file=err,
+        )
+        return EXIT_UNUSABLE
+    directory = args.dir or args.policy_dir or "policies"
+    for cidr in args.control_plane_cidr:
+        try:
+            ipaddress.ip_network(cidr, strict=False)
+        except ValueError:
+            print(f"gpu-admission: --control-plane-cidr {cidr!r} is not a CIDR like 10.0.0.0/24", file=err)
+            return EXIT_UNUSABLE
+    try:
+        policy = load_policy(directory)
+        files = tuple((p.name, p.read_text(encoding="utf-8")) for p in policy_files(directory))
+    except PolicyError as exc:
+        print(f"gpu-admission: the policy in {directory} does not load; nothing rendered:", file=err)
+        for issue in exc.issues:
+            print(f"  {issue.render()}", file=err)
+        return EXIT_UNUSABLE
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"gpu-admission: {directory}: cannot read: {exc}", file=err)
+        return EXIT_UNUSABLE
+    namespaces = tuple(dict.fromkeys(n.strip() for arg in args.namespaces for n in arg.split(",") if n.strip()))
+    defaults = RenderOptions()
+    options = RenderOptions(
+        namespace=args.webhook_namespace,
+        policy_files=files,
+        namespaces=namespaces,
+        control_plane_cidrs=tuple(args.control_plane_cidr) or defaults.control_plane_cidrs,
+        monitoring_namespace=args.monitoring_namespace,
+    )
+    objects = render(policy, options)
+    sys.stdout.write(to_json(objects) if args.output == "json" else to_yaml(objects))
+    return EXIT_OK

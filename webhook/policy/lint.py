@@ -26,6 +26,7 @@ from webhook.policy.model import (
     GangBackend,
     Isolation,
     LabelSelector,
+    Settings,
     SharingProvider,
 )
 from webhook.quantity import format_bytes, parse_quantity
@@ -59,6 +60,10 @@ WARNING_CODES: dict[str, str] = {
     "max-gpus-unschedulable": "`maxGPUs` above the GPUs per node of every pool of the class",
     "default-memory-too-large": "`defaultGPUMemory` above `maxGPUMemory` or above every device of the pools",
     "shadowed-rule-override": "a rule's namespace override can never apply (an exemption or earlier override wins)",
+    "render-needed": "a setting the cluster's webhook configurations are rendered from differs from the "
+    "shipped manifests: re-run `gpu-admission policy render` and apply it",
+    "priority-class-undefined": "a class names a priorityClassName that `spec.priorityClasses` does not define: "
+    "unless it exists in the cluster, the API server rejects the class's pods",
 }
 
 
@@ -189,7 +194,7 @@ class Locator:
                 spec = doc.data.get("spec") or {}
                 if "settings" in spec and self._settings is None:
                     self._settings = (file, doc)
-                for section in ("gpuModels", "pools", "classes", "rules"):
+                for section in ("gpuModels", "pools", "classes", "rules", "priorityClasses"):
                     for name in spec.get(section) or {}:
                         self._named.setdefault((section, str(name)), (file, doc))
                 for index, _ in enumerate(spec.get("namespaces") or []):
@@ -199,7 +204,7 @@ class Locator:
         """(file, position, dotted path as written in that file)."""
         source: tuple[str, yamlpos.Document] | None = None
         path: tuple[str | int, ...] = ("spec", *loc)
-        if len(loc) > 1 and loc[0] in ("gpuModels", "pools", "classes", "rules"):
+        if len(loc) > 1 and loc[0] in ("gpuModels", "pools", "classes", "rules", "priorityClasses"):
             source = self._named.get((str(loc[0]), str(loc[1])))
         elif len(loc) > 1 and loc[0] == "namespaces" and isinstance(loc[1], int):
             if loc[1] < len(self._namespaces):
@@ -250,11 +255,50 @@ def policy_warnings(policy: Policy) -> list[Warning_]:
         _max_gpus_unschedulable,
         _default_memory_unservable,
         _shadowed_rule_overrides,
+        _render_needed,
+        _priority_class_undefined,
     )
     out: list[Warning_] = []
     for check in checks:
         out.extend(check(policy))
     return out
+
+
+def _render_needed(policy: Policy) -> Iterator[Warning_]:
+    """Settings the webhook configurations' rules and matchConditions are rendered from: the shipped
+    manifests carry the defaults, so a cluster installed from them stops intercepting on a change."""
+    settings, shipped = policy.settings, Settings()
+    changed = [
+        (field, value)
+        for field, value, default in (
+            ("prefix", settings.prefix, shipped.prefix),
+            ("gpuResourcePrefixes", settings.gpu_resource_prefixes, shipped.gpu_resource_prefixes),
+        )
+        if value != default
+    ]
+    for field_name, value in changed:
+        shown = value if isinstance(value, str) else ", ".join(value)
+        yield Warning_(
+            "render-needed",
+            ("settings", field_name),
+            f"settings.{field_name} ({shown}) is not the default the shipped webhook configurations "
+            "match on: without a re-render, objects using it never reach the webhook",
+            "re-run `gpu-admission policy render` and apply its output",
+        )
+
+
+def _priority_class_undefined(policy: Policy) -> Iterator[Warning_]:
+    defined = policy.spec.priority_classes
+    for name, cls in policy.classes.items():
+        pc = cls.priority_class_name
+        if pc and pc not in defined and not pc.startswith("system-"):
+            yield Warning_(
+                "priority-class-undefined",
+                ("classes", name, "priorityClassName"),
+                f"class {name!r} sets priorityClassName {pc!r}, which spec.priorityClasses does not define: "
+                "pods of the class are rejected unless it exists in the cluster",
+                f"add {pc}: {{value: ...}} under spec.priorityClasses so `policy render` creates it",
+            )
 
 
 def _ns_label(policy: Policy, index: int) -> str:

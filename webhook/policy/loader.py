@@ -169,10 +169,18 @@ def load_policy_texts(texts: Iterable[tuple[str, str]]) -> Policy:
 
 # --- merge ---------------------------------------------------------------------------------------
 
+# spec sections whose entries are merged by name across files (a name defined twice is an error)
+_NAMED_SECTIONS = ("gpuModels", "pools", "classes", "rules", "priorityClasses")
+_SECTION_NOUN = {
+    "gpuModels": "GPU model", "pools": "pool", "classes": "class", "rules": "rule", "priorityClasses": "priority class"
+}  # fmt: skip
+
 
 def _merge(documents: list[tuple[_Source, PolicyDocument]], issues: list[PolicyIssue]) -> _Merge:
     merge = _Merge()
-    spec: dict[str, Any] = {"gpuModels": {}, "pools": {}, "classes": {}, "namespaces": [], "rules": {}}
+    spec: dict[str, Any] = {
+        "gpuModels": {}, "pools": {}, "classes": {}, "namespaces": [], "rules": {}, "priorityClasses": {}
+    }  # fmt: skip
     for source, doc in documents:
         raw_spec = source.doc.data.get("spec") or {}
         if "settings" in raw_spec:
@@ -192,7 +200,7 @@ def _merge(documents: list[tuple[_Source, PolicyDocument]], issues: list[PolicyI
             else:
                 merge.settings_source = source
                 spec["settings"] = raw_spec["settings"]
-        for section in ("gpuModels", "pools", "classes", "rules"):
+        for section in _NAMED_SECTIONS:
             for name, value in (raw_spec.get(section) or {}).items():
                 key = (section, name)
                 if key in merge.origin:
@@ -204,7 +212,7 @@ def _merge(documents: list[tuple[_Source, PolicyDocument]], issues: list[PolicyI
                             pos.line,
                             pos.column,
                             f"spec.{section}.{name}",
-                            f"{section[:-1] if section != 'gpuModels' else 'GPU model'} {name!r} is already defined "
+                            f"{_SECTION_NOUN[section]} {name!r} is already defined "
                             f"in {first.file}:{first.doc.position(('spec', section, name)).line}",
                             "names must be unique across all policy files",
                         )
@@ -234,7 +242,7 @@ def _validate_merged(merge: _Merge, issues: list[PolicyIssue]) -> PolicySpec | N
 
 
 def _merged_origin(merge: _Merge, loc: tuple[Any, ...]) -> tuple[_Source | None, tuple[Any, ...]]:
-    if loc and loc[0] in ("gpuModels", "pools", "classes", "rules") and len(loc) > 1:
+    if loc and loc[0] in _NAMED_SECTIONS and len(loc) > 1:
         source = merge.origin.get((loc[0], loc[1]))
         return source, ("spec", *loc)
     if loc and loc[0] == "namespaces" and len(loc) > 1 and isinstance(loc[1], int):

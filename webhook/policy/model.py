@@ -282,6 +282,23 @@ class WorkloadClass(Model):
     kueue_queue: str | None = None
 
 
+# --- priority classes -------------------------------------------------------------------------
+
+
+class PriorityClassSpec(Model):
+    """A PriorityClass the policy's classes name; ``gpu-admission policy render`` creates it.
+
+    Without it the API server's Priority admission plugin rejects every pod the webhook gives that
+    ``priorityClassName``, so the policy that names it is also the place that defines it.
+    """
+
+    value: int = Field(..., ge=-2147483648, le=1000000000, description="scheduling priority (higher first)")
+    preemption_policy: Literal["PreemptLowerPriority", "Never"] = Field(
+        "PreemptLowerPriority", description="Never: waits for room instead of evicting lower-priority pods"
+    )
+    description: str = ""
+
+
 # --- namespaces --------------------------------------------------------------------------------
 
 
@@ -378,6 +395,9 @@ class PolicySpec(Model):
     classes: dict[Name, WorkloadClass] = Field(default_factory=dict)
     namespaces: tuple[Entitlement, ...] = ()
     rules: dict[str, RuleSettings] = Field(default_factory=dict)
+    priority_classes: dict[Name, PriorityClassSpec] = Field(
+        default_factory=dict, description="PriorityClasses `policy render` creates for the classes that name them"
+    )
 
 
 class Metadata(Model):

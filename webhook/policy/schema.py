@@ -57,6 +57,19 @@ FIELDS: dict[str, dict[str, Any]] = {
             "namespaces: [{selector: {}, classes: [inference]}]",
         ),
         "rules": ("rule settings by rule id", "rules: {raw-gpu-request: {action: warn}}"),
+        "priorityClasses": (
+            "PriorityClasses `gpu-admission policy render` creates, by name (the ones classes name)",
+            "priorityClasses: {gpu-training: {value: 50000}}",
+        ),
+    },
+    "PriorityClassSpec": {
+        "": "A PriorityClass the classes name; without it the API server rejects their pods.",
+        "value": ("scheduling priority, higher first (at most 1000000000)", "value: 50000"),
+        "preemptionPolicy": (
+            "`PreemptLowerPriority` (default) or `Never`: wait for room instead of evicting others",
+            "preemptionPolicy: Never",
+        ),
+        "description": ("shown by `kubectl get priorityclass`", "description: gang-scheduled GPU training"),
     },
     "Settings": {
         "": "Settings that apply to the whole policy.",
@@ -290,6 +303,7 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("SelectorRequirement", "….matchExpressions[]"),
     ("RuleSettings", "spec.rules.<rule-id>"),
     ("NamespaceAction", "spec.rules.<rule-id>.namespaces[]"),
+    ("PriorityClassSpec", "spec.priorityClasses.<name>"),
 )
 
 _QUANTITY_FIELDS = {("GPUModel", "memory"), ("WorkloadClass", "maxGPUMemory"),
@@ -337,7 +351,7 @@ def policy_schema() -> dict[str, Any]:
             {"const": False, "description": "an unquoted `off` as YAML 1.1 parsers read it"},
         ],
     }
-    for section in ("pools", "classes"):
+    for section in ("pools", "classes", "priorityClasses"):
         defs["PolicySpec"]["properties"][section]["propertyNames"] = {"pattern": DNS_LABEL, "maxLength": 63}
     defs["PolicySpec"]["properties"]["rules"]["propertyNames"] = {"enum": sorted(RULES)}
     for model, alias in (("Pool", "nodeSelector"), ("LabelSelector", "matchLabels")):

@@ -1,0 +1,73 @@
+"""The renderer registry and the options every renderer reads.
+
+Order of :data:`RENDERERS` is the order of the output: objects others depend on first (the policy
+ConfigMap the server mounts, the PriorityClasses pods name), the webhook configurations last, so that
+``kubectl apply -f`` of the output never turns interception on before what it relies on exists.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.policy.compiled import Policy
+
+K8sObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class RenderOptions:
+    """Where the webhook is installed and what the cluster around it looks like.
+
+    Defaults are the shipped manifests' (namespace and Service ``gpu-admission``).
+    """
+
+    namespace: str = "gpu-admission"
+    service: str = "gpu-admission"
+    app: str = "gpu-admission"
+    mutating_name: str = "gpu-admission-mutating"
+    validating_name: str = "gpu-admission-validating"
+    webhook_port: int = 8443
+    metrics_port: int = 9102
+    # (file name, text) of every policy file, for the ConfigMap the server mounts; empty: no ConfigMap
+    policy_files: tuple[tuple[str, str], ...] = ()
+    # namespaces that get per-namespace objects (e.g. the platform's ResourceClaimTemplates)
+    namespaces: tuple[str, ...] = ()
+    # sources allowed to reach the webhook and metrics ports: the API server's addresses. The
+    # default admits any address, because where the API server lives is cluster-specific (outside
+    # the pod network on managed clusters); narrow it with --control-plane-cidr.
+    control_plane_cidrs: tuple[str, ...] = ("0.0.0.0/0", "::/0")
+    # namespace whose pods (Prometheus) may scrape the metrics port; "" for none
+    monitoring_namespace: str = "monitoring"
+
+    def labels(self, component: str) -> dict[str, str]:
+        return {"app.kubernetes.io/name": self.app, "app.kubernetes.io/component": component}
+
+
+Renderer = Callable[[Policy, RenderOptions], list[K8sObject]]
+
+
+def _renderers() -> list[tuple[str, Renderer]]:
+    from webhook.render import configmap, networkpolicy, priorityclasses, webhooks
+
+    return [
+        ("policy-configmap", configmap.render),
+        ("priority-classes", priorityclasses.render),
+        ("network-policy", networkpolicy.render),
+        ("mutating-webhook", webhooks.render_mutating),
+        ("validating-webhook", webhooks.render_validating),
+    ]
+
+
+# name -> renderer, in output order; a new object kind is one module and one entry here
+RENDERERS: list[tuple[str, Renderer]] = _renderers()
+
+
+def render(policy: Policy, options: RenderOptions | None = None) -> list[K8sObject]:
+    """Every object the policy depends on, in apply order."""
+    options = options or RenderOptions()
+    out: list[K8sObject] = []
+    for _name, renderer in RENDERERS:
+        out.extend(renderer(policy, options))
+    return out

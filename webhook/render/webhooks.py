@@ -1,0 +1,317 @@
+"""The Mutating and Validating webhook configurations, their ``rules`` and ``matchConditions`` from the policy.
+
+Hand-written configurations hard-coded the default prefix and GPU resource prefixes, so changing
+``settings.prefix`` or ``gpuResourcePrefixes`` silently stopped interception. Here both come from the
+policy, through two tables others extend:
+
+* :data:`RESOURCE_SOURCES` — functions policy -> :class:`Intercepted` entries (apiGroup, version,
+  resource, operations at /mutate and at /validate). The built-in kinds are :data:`BUILTIN_RESOURCES`;
+  a policy's own workload kinds or subresources are one more source.
+* :data:`CONDITIONS` — named CEL match conditions, each a function (policy, webhook) -> expression or
+  None (not on this webhook). ``gpu-relevant`` is itself assembled from :data:`TEMPLATE_SHAPES` (where a
+  kind keeps its pod templates) and :data:`TEMPLATE_TESTS` (what makes a pod template GPU-relevant).
+
+Fixed choices, the same for every policy:
+
+* mutating: ``failurePolicy: Ignore`` (fail open) and ``reinvocationPolicy: IfNeeded`` (re-run after
+  Kueue/Volcano mutate; the output is idempotent). Mutating webhooks run in sequence, so a stuck one
+  would add its timeout to every GPU pod; the fail-closed validating webhook checks the final object.
+* validating: ``failurePolicy: Fail``, safe because only GPU workloads (matchConditions) in namespaces
+  other than ``kube-system`` and the webhook's own (namespaceSelector), and only namespaced workload
+  kinds (rules) ever reach it; webhook configurations are never sent to webhooks, so deleting them
+  is always possible.
+* no ``caBundle``: cert-manager's cainjector or ``gpu-admission certs inject`` fill it, and an apply
+  of objects that never set it does not remove it.
+* every nested field in CEL is ``has()``-guarded: an absent field is false, never an evaluation error
+  (which would make the API server apply the failurePolicy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from webhook.policy.compiled import Policy
+from webhook.render.core import K8sObject, RenderOptions
+
+WebhookName = Literal["mutating", "validating"]
+CREATE: tuple[str, ...] = ("CREATE",)
+CREATE_UPDATE: tuple[str, ...] = ("CREATE", "UPDATE")
+
+
+# --- rules ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Intercepted:
+    """One resource the webhooks intercept, and at which operations each of them sees it."""
+
+    group: str
+    version: str
+    resource: str
+    mutate: tuple[str, ...] = ()  # operations sent to /mutate; () = never mutated
+    validate: tuple[str, ...] = ()  # operations sent to /validate
+
+    def operations(self, webhook: WebhookName) -> tuple[str, ...]:
+        return self.mutate if webhook == "mutating" else self.validate
+
+
+# Pods, batch Jobs and Volcano Jobs are mutated at CREATE (UPDATEs are validated, never re-mutated);
+# pod controllers are validated at CREATE and UPDATE against their pod template, so `kubectl apply`
+# shows a denial at once instead of a ReplicaSet silently failing to create pods.
+BUILTIN_RESOURCES: tuple[Intercepted, ...] = (
+    Intercepted("", "v1", "pods", mutate=CREATE, validate=CREATE),
+    Intercepted("batch", "v1", "jobs", mutate=CREATE, validate=CREATE_UPDATE),
+    Intercepted("batch", "v1", "cronjobs", validate=CREATE_UPDATE),
+    Intercepted("batch.volcano.sh", "v1alpha1", "jobs", mutate=CREATE, validate=CREATE_UPDATE),
+    Intercepted("apps", "v1", "deployments", validate=CREATE_UPDATE),
+    Intercepted("apps", "v1", "statefulsets", validate=CREATE_UPDATE),
+    Intercepted("apps", "v1", "replicasets", validate=CREATE_UPDATE),
+    Intercepted("apps", "v1", "daemonsets", validate=CREATE_UPDATE),
+)
+
+
+def builtin_resources(policy: Policy) -> Iterable[Intercepted]:
+    return BUILTIN_RESOURCES
+
+
+# policy -> the resources it needs intercepted; a new kind or subresource is one more function here
+RESOURCE_SOURCES: list[Callable[[Policy], Iterable[Intercepted]]] = [builtin_resources]
+
+
+def intercepted(policy: Policy) -> list[Intercepted]:
+    """Every intercepted resource, first mention wins (a source repeating a built-in adds nothing)."""
+    seen: dict[tuple[str, str, str], Intercepted] = {}
+    for source in RESOURCE_SOURCES:
+        for entry in source(policy):
+            seen.setdefault((entry.group, entry.version, entry.resource), entry)
+    return list(seen.values())
+
+
+def rules(policy: Policy, webhook: WebhookName) -> list[dict[str, Any]]:
+    """``rules`` of one webhook: entries with the same group, version and operations share a rule."""
+    grouped: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
+    for entry in intercepted(policy):
+        ops = entry.operations(webhook)
+        if ops:
+            grouped.setdefault((entry.group, entry.version, ops), []).append(entry.resource)
+    return [
+        {
+            "apiGroups": [group],
+            "apiVersions": [version],
+            "resources": resources,
+            "operations": list(ops),
+            "scope": "Namespaced",
+        }
+        for (group, version, ops), resources in grouped.items()
+    ]
+
+
+# --- matchConditions --------------------------------------------------------------------------------
+
+
+def cel_string(value: str) -> str:
+    """A CEL single-quoted string literal."""
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _label_in(meta: str, key: str) -> str:
+    """``key`` is a label of ``meta`` (a CEL path to an ObjectMeta whose parent is known to exist)."""
+    return f"(has({meta}) && has({meta}.labels) && {cel_string(key)} in {meta}.labels)"
+
+
+@dataclass(frozen=True)
+class TemplateShape:
+    """Where one shape of object keeps its pod templates: tested in order, the first that holds wins.
+
+    ``when`` is a CEL test on ``object.spec`` (known to exist), ``templates`` a CEL list of pod templates
+    (objects with ``metadata``/``spec``); a bare Pod is its own template.
+    """
+
+    name: str
+    when: str
+    templates: str
+
+
+TEMPLATE_SHAPES: list[TemplateShape] = [
+    TemplateShape("pod", "has(object.spec.containers)", "[object]"),
+    TemplateShape("job, apps controllers", "has(object.spec.template)", "[object.spec.template]"),
+    TemplateShape(
+        "volcano job", "has(object.spec.tasks)", "object.spec.tasks.filter(x, has(x.template)).map(x, x.template)"
+    ),
+    TemplateShape(
+        "cronjob",
+        "has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) &&\n"
+        "  has(object.spec.jobTemplate.spec.template)",
+        "[object.spec.jobTemplate.spec.template]",
+    ),
+]
+
+
+def _intent_label_on_template(policy: Policy) -> str:
+    return _label_in("t.metadata", policy.keys.workload)
+
+
+def _gpu_resource_in_template(policy: Policy) -> str | None:
+    if not policy.gpu_prefixes:
+        return None
+    prefixes = " ||\n      ".join(f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes)
+    return (
+        "(has(t.spec) &&\n"
+        "  ((has(t.spec.containers) ? t.spec.containers : []) +\n"
+        "    (has(t.spec.initContainers) ? t.spec.initContainers : [])).exists(c,\n"
+        "    has(c.resources) &&\n"
+        "    [has(c.resources.limits) ? c.resources.limits : {},\n"
+        "      has(c.resources.requests) ? c.resources.requests : {}].exists(m,\n"
+        "      m.exists(k,\n"
+        f"      {prefixes}))))"
+    )
+
+
+# policy -> a CEL test on pod template ``t`` (or None); the template is GPU-relevant when any holds
+TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [_intent_label_on_template, _gpu_resource_in_template]
+
+
+def _object_tests(policy: Policy) -> list[str]:
+    key = policy.keys.workload
+    return [
+        _label_in("object.metadata", key),
+        "(has(object.spec) && has(object.spec.jobTemplate) &&\n  "
+        + _label_in("object.spec.jobTemplate.metadata", key)
+        + ")",
+    ]
+
+
+def _indent(text: str, by: str) -> str:
+    return text.replace("\n", "\n" + by)
+
+
+def gpu_relevant(policy: Policy, webhook: WebhookName) -> str:
+    """Only GPU-relevant objects reach the webhook: the intent label on the object, its CronJob
+    jobTemplate or a pod template, or a GPU-family resource in any (init) container of a pod template."""
+    chain = "".join(f"{_indent(s.when, '  ')} ? {s.templates} :\n  " for s in TEMPLATE_SHAPES)
+    templates = f"(!has(object.spec) ? [] :\n  {chain}[]\n)"
+    tests = [t for t in (test(policy) for test in TEMPLATE_TESTS) if t]
+    per_template = " ||\n  ".join(_indent(t, "  ") for t in tests)
+    return " ||\n".join([*_object_tests(policy), f"{templates}.exists(t,\n  {per_template})"])
+
+
+def not_mirror_pod(policy: Policy, webhook: WebhookName) -> str:
+    """Static pods' mirror objects are written by the kubelet; they cannot be changed or stopped here."""
+    return (
+        "!has(object.metadata) || !has(object.metadata.annotations) ||\n"
+        "!('kubernetes.io/config.mirror' in object.metadata.annotations)"
+    )
+
+
+def update_changes_intent_or_template(policy: Policy, webhook: WebhookName) -> str | None:
+    """UPDATEs are validated only when something the verdict depends on changed: labels, intent
+    annotations, or the pod template (apps controllers, CronJob) / spec (Jobs, Volcano Jobs), so
+    controllers' own writes (revision annotations, scaling, finalizers) never depend on the webhook."""
+    if webhook != "validating":
+        return None
+    prefix = cel_string(policy.settings.prefix + "/")
+    return (
+        "request.operation != 'UPDATE' || oldObject == null ||\n"
+        "!has(object.spec) || !has(oldObject.spec) ||\n"
+        "(has(object.metadata.labels) ? object.metadata.labels : {}) !=\n"
+        "  (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) ||\n"
+        "(has(object.metadata.annotations) ? object.metadata.annotations : {}).exists(k,\n"
+        f"  k.startsWith({prefix}) &&\n"
+        "  !(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations &&\n"
+        "    oldObject.metadata.annotations[k] == object.metadata.annotations[k])) ||\n"
+        "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).exists(k,\n"
+        f"  k.startsWith({prefix}) &&\n"
+        "  !(has(object.metadata.annotations) && k in object.metadata.annotations)) ||\n"
+        "(request.resource.group == 'apps' && has(object.spec.template) && has(oldObject.spec.template) ?\n"
+        "  object.spec.template != oldObject.spec.template :\n"
+        "has(object.spec.jobTemplate) && has(oldObject.spec.jobTemplate) ?\n"
+        "  object.spec.jobTemplate != oldObject.spec.jobTemplate :\n"
+        "  object.spec != oldObject.spec)"
+    )
+
+
+@dataclass(frozen=True)
+class Condition:
+    name: str
+    build: Callable[[Policy, WebhookName], str | None]
+
+
+# named match conditions in order; all must be true for the API server to call the webhook.
+# The mutating webhook's conditions are a prefix of the validating webhook's (tests/deploy checks it).
+CONDITIONS: list[Condition] = [
+    Condition("not-mirror-pod", not_mirror_pod),
+    Condition("gpu-relevant", gpu_relevant),
+    Condition("update-changes-intent-or-template", update_changes_intent_or_template),
+]
+
+
+def match_conditions(policy: Policy, webhook: WebhookName) -> list[dict[str, str]]:
+    out = []
+    for cond in CONDITIONS:
+        expression = cond.build(policy, webhook)
+        if expression:
+            out.append({"name": cond.name, "expression": expression})
+    return out
+
+
+# --- the configurations -----------------------------------------------------------------------------
+
+
+def _webhook(policy: Policy, options: RenderOptions, webhook: WebhookName) -> dict[str, Any]:
+    mutating = webhook == "mutating"
+    hook: dict[str, Any] = {
+        "name": f"{'mutate' if mutating else 'validate'}.gpu-admission.io",
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "timeoutSeconds": 3 if mutating else 5,
+        "failurePolicy": "Ignore" if mutating else "Fail",
+    }
+    if mutating:
+        hook["reinvocationPolicy"] = "IfNeeded"
+    hook |= {
+        "matchPolicy": "Equivalent",
+        "clientConfig": {
+            "service": {
+                "name": options.service,
+                "namespace": options.namespace,
+                "path": "/mutate" if mutating else "/validate",
+                "port": 443,
+            }
+        },
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "NotIn",
+                    "values": list(dict.fromkeys(("kube-system", options.namespace))),
+                }
+            ]
+        },
+        "rules": rules(policy, webhook),
+        "matchConditions": match_conditions(policy, webhook),
+    }
+    return hook
+
+
+def render_mutating(policy: Policy, options: RenderOptions) -> list[K8sObject]:
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": options.mutating_name, "labels": {"app.kubernetes.io/name": options.app}},
+            "webhooks": [_webhook(policy, options, "mutating")],
+        }
+    ]
+
+
+def render_validating(policy: Policy, options: RenderOptions) -> list[K8sObject]:
+    return [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": options.validating_name, "labels": {"app.kubernetes.io/name": options.app}},
+            "webhooks": [_webhook(policy, options, "validating")],
+        }
+    ]
