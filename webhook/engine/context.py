@@ -87,6 +87,15 @@ class Gang:
     name: str | None
     size: int
     selector: dict[str, str] | None  # labels that select the gang's own pods (for topology)
+    start: int | None = None
+    """Pods that exist when the gang must form, if fewer than ``size``: a Volcano Job whose tasks have
+    ``dependsOn`` creates the dependent tasks' pods only after the others run, so its gang
+    (``minAvailable``) can count only the tasks without ``dependsOn``."""
+
+    @property
+    def min_member(self) -> int:
+        """What the backend's gang minimum must be for the gang to form and start whole."""
+        return self.size if self.start is None else self.start
 
 
 @dataclass(slots=True)

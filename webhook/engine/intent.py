@@ -159,6 +159,8 @@ def read_intent(
         value, path = got
         if _DNS_1123.match(value) and len(value) <= 63:
             intent.gang = value
+        elif len(value) > 63:  # it becomes a label value (and a PodGroup name): 63 characters at most
+            bad(path, f"{keys.gang} is {len(value)} characters; the limit is 63 (it is a label value): shorten it")
         else:
             bad(path, f"{keys.gang} must be a DNS-1123 name (lower case, digits, '-', '.'), got {value!r}")
     if keys.gang_size in present and (got := get(keys.gang_size)) is not None:

@@ -82,3 +82,63 @@ def unknown_fields(
         elif description[key] is not None:
             out.extend(unknown_fields(value, description[key], (*path, key)))
     return out
+
+
+# --- How Volcano reads a Job's tasks (its mutating webhook's defaults, its controller's order) -------
+
+
+def _int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def tasks_of(obj: Any) -> list[dict[str, Any]]:
+    """``spec.tasks`` as a list of maps (anything else reads as no task: the shape gate reports it)."""
+    spec = obj.get("spec") if isinstance(obj, dict) else None
+    tasks = spec.get("tasks") if isinstance(spec, dict) else None
+    return [t if isinstance(t, dict) else {} for t in tasks] if isinstance(tasks, list) else []
+
+
+def task_name(task: dict[str, Any], index: int) -> str:
+    """The name Volcano gives the task: its own, or ``default<index>`` (the mutating webhook's default
+    for an empty name), so that messages name the task the user will see in pod names."""
+    name = task.get("name")
+    return name if isinstance(name, str) and name else f"default{index}"
+
+
+def task_replicas(task: dict[str, Any]) -> int:
+    """Pods the task creates: ``replicas`` (absent: 0); a negative count creates none."""
+    return max(0, _int(task.get("replicas")) or 0)
+
+
+def task_min_available(task: dict[str, Any]) -> int:
+    """The task's gang as Volcano defaults it: ``minAvailable``, else ``minPartitions * partitionSize``
+    when ``minPartitions`` > 0, else ``replicas``."""
+    own = _int(task.get("minAvailable"))
+    if own is not None:
+        return own
+    partition = task.get("partitionPolicy")
+    if isinstance(partition, dict):
+        min_partitions, size = _int(partition.get("minPartitions")), _int(partition.get("partitionSize"))
+        if min_partitions and min_partitions > 0 and size:
+            return min_partitions * size
+    return task_replicas(task)
+
+
+def depends_on(task: dict[str, Any]) -> list[str]:
+    """Names in ``dependsOn.name``: Volcano creates this task's pods only after those tasks run."""
+    deps = task.get("dependsOn")
+    names = deps.get("name") if isinstance(deps, dict) else None
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def first_wave(tasks: list[dict[str, Any]]) -> int | None:
+    """Pods Volcano creates at the start when some task has ``dependsOn`` (the tasks without one),
+    or None when no task waits for another (every pod is created at once)."""
+    if not any(depends_on(t) for t in tasks):
+        return None
+    return sum(task_replicas(t) for t in tasks if not depends_on(t))
+
+
+def default_min_available(tasks: list[dict[str, Any]]) -> int:
+    """The job ``minAvailable`` Volcano's mutating webhook writes when it is absent or 0."""
+    return sum(task_min_available(t) for t in tasks)

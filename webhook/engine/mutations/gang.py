@@ -10,6 +10,7 @@ from __future__ import annotations
 from webhook.engine.context import Context, Gang
 from webhook.engine.mutations.scheduling import set_scheduler
 from webhook.engine.patch import PatchBuilder
+from webhook.engine.volcano_fields import first_wave, task_replicas, tasks_of
 from webhook.engine.workload import Kind
 from webhook.policy.model import GangBackend
 
@@ -18,6 +19,7 @@ VOLCANO_MIN_MEMBER = "scheduling.volcano.sh/group-min-member"
 KUEUE_QUEUE = "kueue.x-k8s.io/queue-name"
 KUEUE_GROUP = "kueue.x-k8s.io/pod-group-name"
 KUEUE_TOTAL = "kueue.x-k8s.io/pod-group-total-count"
+KUEUE_MIN_PARALLELISM = "kueue.x-k8s.io/job-min-parallelism"  # Job annotation: partial admission
 COSCHEDULING_GROUP = "scheduling.x-k8s.io/pod-group"
 VOLCANO_JOB_NAME = "volcano.sh/job-name"
 JOB_NAME = "batch.kubernetes.io/job-name"
@@ -31,8 +33,8 @@ def job_paths(kind: Kind) -> tuple[tuple, tuple]:
 
 
 def pod_count(ctx: Context) -> int:
-    if ctx.kind is Kind.VOLCANO_JOB:
-        return sum(s.tpl.replicas for s in ctx.states)
+    if ctx.kind is Kind.VOLCANO_JOB:  # a negative count creates no pods (and is workload-invalid)
+        return sum(task_replicas(t) for t in tasks_of(ctx.obj))
     if ctx.kind in (Kind.JOB, Kind.CRONJOB):
         _, job_spec = job_paths(ctx.kind)
         node = ctx.obj
@@ -50,8 +52,23 @@ def pod_count(ctx: Context) -> int:
         primary = ctx.primary
         if primary is not None and primary.intent is not None and primary.intent.gang_size:
             return primary.intent.gang_size
-        return 1
+        total = kueue_total(ctx.obj)  # the group the user spelled in Kueue's own keys
+        return total if total is not None else 1
     return max((s.tpl.replicas for s in ctx.states), default=1)
+
+
+def _pod_meta(obj: dict, section: str) -> dict:
+    meta = obj.get("metadata")
+    values = meta.get(section) if isinstance(meta, dict) else None
+    return values if isinstance(values, dict) else {}
+
+
+def kueue_total(obj: dict) -> int | None:
+    """A bare pod's ``kueue.x-k8s.io/pod-group-total-count`` when it is a valid count (ASCII digits, ≥ 1)."""
+    value = _pod_meta(obj, "annotations").get(KUEUE_TOTAL)
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 9 and int(value) >= 1:
+        return int(value)
+    return None
 
 
 def derive(ctx: Context) -> Gang | None:
@@ -66,6 +83,10 @@ def derive(ctx: Context) -> Gang | None:
     meta = ctx.obj.get("metadata") if isinstance(ctx.obj.get("metadata"), dict) else {}
     if ctx.kind is not Kind.POD and not meta.get("name"):
         name = None  # generateName: the final name is not known at admission
+    if ctx.kind is Kind.POD and name is None and backend is GangBackend.KUEUE:
+        group = _pod_meta(ctx.obj, "labels").get(KUEUE_GROUP)  # the user named the group in Kueue's key
+        name = group if isinstance(group, str) and group else None
+    start = first_wave(tasks_of(ctx.obj)) if ctx.kind is Kind.VOLCANO_JOB else None
     selector: dict[str, str] | None = None
     if name:
         if ctx.kind is Kind.VOLCANO_JOB:
@@ -74,7 +95,7 @@ def derive(ctx: Context) -> Gang | None:
             selector = {JOB_NAME: name}
         elif ctx.kind is Kind.POD:
             selector = {f"{ctx.policy.settings.prefix}/gang": name}
-    return Gang(backend=backend, name=name, size=size, selector=selector)
+    return Gang(backend=backend, name=name, size=size, selector=selector, start=start)
 
 
 def scheduler_for(ctx: Context) -> str:
@@ -107,8 +128,9 @@ def _apply(ctx: Context, gang: Gang, kind: Kind, patch: PatchBuilder) -> None:
         scheduler = scheduler_for(ctx)
         if kind is Kind.VOLCANO_JOB:
             set_scheduler(patch, ("spec",), scheduler)
-            if patch.get(("spec", "minAvailable")) is None and gang.size > 0:
-                patch.set(("spec", "minAvailable"), gang.size)
+            if patch.get(("spec", "minAvailable")) is None and gang.min_member > 0:
+                # with dependsOn, only the tasks created first can form the gang (see Gang.start)
+                patch.set(("spec", "minAvailable"), gang.min_member)
             return
         if gang.size <= 1:
             return

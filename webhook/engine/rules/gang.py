@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.context import Context, Finding
+from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
 from webhook.engine.mutations.gang import (
     COSCHEDULING_GROUP,
     KUEUE_GROUP,
+    KUEUE_MIN_PARALLELISM,
     KUEUE_QUEUE,
     KUEUE_TOTAL,
     VOLCANO_GROUP_NAME,
@@ -18,6 +19,14 @@ from webhook.engine.mutations.gang import (
 )
 from webhook.engine.mutations.scheduling import unset_scheduler
 from webhook.engine.rules.resources import judged_pool
+from webhook.engine.volcano_fields import (
+    default_min_available,
+    depends_on,
+    first_wave,
+    task_name,
+    task_replicas,
+    tasks_of,
+)
 from webhook.engine.workload import Kind, dotted
 from webhook.policy.model import GangBackend
 
@@ -58,7 +67,7 @@ def _gang_missing(ctx: Context) -> str | None:
             if _get(obj, (*meta, "annotations", VOLCANO_MIN_MEMBER)) is None:
                 return f"annotation {VOLCANO_MIN_MEMBER} is missing"
         if kind is Kind.POD and _get(obj, ("metadata", "annotations", VOLCANO_GROUP_NAME)) is None:
-            return f"it has no gang name (annotation {ctx.policy.keys.gang})"
+            return _no_gang_name(ctx)
         return None
     if gang.backend is GangBackend.KUEUE:
         meta = ("metadata",) if kind is not Kind.CRONJOB else job_paths(kind)[0]
@@ -70,7 +79,7 @@ def _gang_missing(ctx: Context) -> str | None:
             _get(obj, ("metadata", "labels", KUEUE_GROUP)) is None
             or _get(obj, ("metadata", "annotations", KUEUE_TOTAL)) is None
         ):
-            return f"it has no gang name (annotation {ctx.policy.keys.gang})"
+            return _no_gang_name(ctx)
         return None
     for state in ctx.states:
         if (
@@ -79,6 +88,14 @@ def _gang_missing(ctx: Context) -> str | None:
         ):
             return f"label {COSCHEDULING_GROUP} is missing (the gang needs a name)"
     return None
+
+
+def _no_gang_name(ctx: Context) -> str:
+    key = ctx.policy.keys.gang
+    primary = ctx.primary
+    if primary is not None and primary.intent is not None and key in primary.intent.paths:
+        return f"its gang name (annotation {key}) is invalid (see intent-invalid)"
+    return f"it has no gang name (annotation {key})"
 
 
 from webhook.engine.rules.registry import rule  # noqa: E402
@@ -139,26 +156,28 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
     if not primary.cls.gang.all_or_nothing:
         return
     if ctx.kind is Kind.VOLCANO_JOB:
+        # the gang that can form: every pod, or with dependsOn the pods of the tasks created first
+        target = ctx.gang.min_member
         min_available = _get(obj, ("spec", "minAvailable"))
-        if isinstance(min_available, int) and min_available < size:
+        if isinstance(min_available, int) and not isinstance(min_available, bool) and 0 < min_available < target:
+            counted = (
+                f"{target} replicas" if ctx.gang.start is None else f"the {target} pods of the tasks without dependsOn"
+            )
             yield Finding(
                 "gang-incomplete",
                 "spec.minAvailable",
-                f"minAvailable {min_available} < {size} replicas: Volcano would start {min_available} "
-                f"of {size} workers and leave the rest waiting; set minAvailable: {size}",
+                f"minAvailable {min_available} < {counted}: Volcano would start {min_available} of "
+                f"{target} workers and leave the rest waiting; set minAvailable: {target}",
                 cname,
             )
-        for state in ctx.states:
-            task = _get(obj, state.tpl.path[:-1])
-            if not isinstance(task, dict):
-                continue
-            task_min = task.get("minAvailable")
-            if isinstance(task_min, int) and task_min < state.tpl.replicas and state.resolution is not None:
+        for index, task in enumerate(tasks_of(obj)):
+            task_min, replicas = task.get("minAvailable"), task_replicas(task)
+            if isinstance(task_min, int) and not isinstance(task_min, bool) and 0 <= task_min < replicas:
                 yield Finding(
                     "gang-incomplete",
-                    dotted((*state.tpl.path[:-1], "minAvailable")),
-                    f"task {state.tpl.task!r} minAvailable {task_min} < its {state.tpl.replicas} replicas; "
-                    f"set it to {state.tpl.replicas} or remove it",
+                    dotted(("spec", "tasks", index, "minAvailable")),
+                    f"task {task_name(task, index)!r} minAvailable {task_min} < its {replicas} replicas: "
+                    f"Volcano would start {task_min} of them; set it to {replicas} or remove it",
                     cname,
                 )
     elif ctx.kind in (Kind.JOB, Kind.CRONJOB) and ctx.gang.backend is GangBackend.VOLCANO and size > 1:
@@ -190,12 +209,110 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
 
 
 @rule(
-    "gang-unschedulable", Action.DENY, "the gang needs more GPUs or nodes than the pool has", needs=("multi-pod",)
+    "gang-unschedulable",
+    Action.DENY,
+    "the gang can never start: more GPUs or nodes than the pool has, minAvailable > the pods created "
+    "(Σ replicas, dependsOn tasks), or a backend that may admit part of it (Kueue job-min-parallelism)",
+    needs=("gang",),
 )
 def gang_unschedulable(ctx: Context) -> Iterable[Finding]:
     primary = ctx.primary
-    if primary is None or primary.cls is None or ctx.gang is None or ctx.gang.size <= 1:
+    if primary is None or primary.cls is None or ctx.gang is None:
         return
+    if ctx.kind is Kind.VOLCANO_JOB:
+        yield from _volcano_never_forms(ctx, primary.class_name)
+    elif ctx.kind in (Kind.JOB, Kind.CRONJOB):
+        yield from _kueue_partial_admission(ctx, primary)
+    if ctx.gang.size > 1:
+        yield from _beyond_capacity(ctx, primary)
+
+
+def _volcano_never_forms(ctx: Context, cname: str | None) -> Iterable[Finding]:
+    """A Volcano Job whose gang minimum counts pods that will not exist when the gang must form."""
+    obj = ctx.mutated or ctx.obj
+    tasks = tasks_of(obj)
+    total = sum(task_replicas(t) for t in tasks)
+    for index, task in enumerate(tasks):
+        name, replicas = task_name(task, index), task.get("replicas")
+        if isinstance(replicas, int) and not isinstance(replicas, bool) and replicas < 0:
+            yield Finding(
+                "gang-unschedulable",
+                dotted(("spec", "tasks", index, "replicas")),
+                f"task {name!r} has replicas {replicas}: it creates no pods, so a gang counting it never "
+                f"forms; set replicas to the number of pods the task runs",
+                cname,
+            )
+        task_min = task.get("minAvailable")
+        if (
+            isinstance(task_min, int)
+            and not isinstance(task_min, bool)
+            and task_min > task_replicas(task)
+        ):
+            yield Finding(
+                "gang-unschedulable",
+                dotted(("spec", "tasks", index, "minAvailable")),
+                f"task {name!r} minAvailable {task_min} > its {task_replicas(task)} replicas: Volcano waits "
+                f"for pods that are never created and the job never starts; set minAvailable: "
+                f"{task_replicas(task)} or raise replicas to {task_min}",
+                cname,
+            )
+    declared = _get(obj, ("spec", "minAvailable"))
+    explicit = isinstance(declared, int) and not isinstance(declared, bool) and declared > 0
+    minimum = declared if explicit else default_min_available(tasks)  # what Volcano would default to
+    assert isinstance(minimum, int)
+    if explicit and minimum > total:
+        yield Finding(
+            "gang-unschedulable",
+            "spec.minAvailable",
+            f"minAvailable {minimum} > the {total} pods the tasks create: the gang can never form and "
+            f"Volcano never starts the job; set minAvailable: {total} or raise the tasks' replicas",
+            cname,
+        )
+        return
+    start = first_wave(tasks)
+    if start is not None and minimum > start:
+        waiting = [task_name(t, i) for i, t in enumerate(tasks) if depends_on(t)]
+        index = next(i for i, t in enumerate(tasks) if depends_on(t))
+        where = "spec.minAvailable" if explicit else dotted(("spec", "tasks", index, "dependsOn"))
+        yield Finding(
+            "gang-unschedulable",
+            where,
+            f"the gang of {minimum} pods counts task(s) {', '.join(waiting)} with dependsOn, whose pods "
+            f"Volcano creates only after the tasks they depend on run: the gang never forms; set "
+            f"minAvailable: {start} (the pods of the tasks without dependsOn) or remove dependsOn",
+            cname,
+        )
+
+
+def _kueue_partial_admission(ctx: Context, primary: TemplateState) -> Iterable[Finding]:
+    """``kueue.x-k8s.io/job-min-parallelism`` lets Kueue admit and start part of a Job."""
+    assert primary.cls is not None and ctx.gang is not None
+    if not primary.cls.gang.all_or_nothing:
+        return
+    obj = ctx.mutated or ctx.obj
+    meta, _ = job_paths(ctx.kind)
+    value = _get(obj, (*meta, "annotations", KUEUE_MIN_PARALLELISM))
+    if value is None:
+        return
+    managed = ctx.gang.backend is GangBackend.KUEUE or _get(obj, (*meta, "labels", KUEUE_QUEUE)) is not None
+    if not managed:
+        return
+    size = ctx.gang.size
+    count = int(value) if isinstance(value, str) and value.isascii() and value.isdigit() else None
+    if count is not None and count >= size:
+        return  # not below parallelism (an out-of-range value is workload-invalid)
+    yield Finding(
+        "gang-unschedulable",
+        dotted((*meta, "annotations", KUEUE_MIN_PARALLELISM)),
+        f"{KUEUE_MIN_PARALLELISM} {value} lets Kueue admit the Job with fewer than its {size} pods "
+        f"(partial admission) and start them without the rest; class {primary.class_name!r} is "
+        "all-or-nothing: remove the annotation",
+        primary.class_name,
+    )
+
+
+def _beyond_capacity(ctx: Context, primary: TemplateState) -> Iterable[Finding]:
+    assert ctx.gang is not None
     # pods per pool as {devices per pod: pod count}: a Volcano task may say replicas: 6000000000, and
     # a list with one entry per pod would be a memory exhaustion (found by test_robustness)
     pods_by_pool: dict[str, dict[int, int]] = {}
@@ -225,7 +342,8 @@ def gang_unschedulable(ctx: Context) -> Iterable[Finding]:
                 "gang-unschedulable",
                 primary.intent.class_path if primary.intent else "",
                 f"the gang needs {total} GPUs on {nodes} nodes but pool {name} has "
-                f"{pool.spec.nodes} nodes x {per_node} GPUs ({capacity}); it would wait forever",
+                f"{pool.spec.nodes} nodes x {per_node} GPUs ({capacity}): the scheduler never starts it "
+                "and it waits forever; shrink the gang or use a larger pool",
                 primary.class_name,
             )
 
