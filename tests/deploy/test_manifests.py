@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import copy
 import re
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
 import pytest
+import yaml
 
 from tests.conftest import POLICIES, ROOT
 from tests.deploy.conftest import MANIFESTS, MUTATING, NAMESPACE, VALIDATING, one, render
@@ -331,20 +333,86 @@ def test_self_signed_job_generates_and_injects():
 # --- Dockerfile -------------------------------------------------------------------------------------
 
 
+def _pins() -> dict[str, str]:
+    lines = (ROOT / "constraints.txt").read_text().splitlines()
+    return dict(re.fullmatch(r"([a-z0-9\-]+)==(\S+)", line).groups() for line in lines if not line.startswith("#"))
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def test_dockerfile_pins_base_and_runtime_dependencies():
     from packaging.requirements import Requirement
 
     text = (ROOT / "Dockerfile").read_text()
     base = re.search(r"ARG PYTHON_IMAGE=(\S+)", text).group(1)
     assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim(-\w+)?", base), base
-    pins = dict(re.findall(r"^([A-Za-z0-9_.\-]+)==(\S+)$", text, re.M))
+    assert "COPY constraints.txt /tmp/constraints.txt" in text
+    assert re.search(r"pip install --constraint /tmp/constraints.txt \.", text)
+    pins = _pins()
     import tomllib
 
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     for dep in project["dependencies"]:
         req = Requirement(dep)
-        name = re.sub(r"[-_.]+", "-", req.name).lower()
-        assert name in pins, f"{name} is not pinned in the Dockerfile"
+        name = _normal(req.name)
+        assert name in pins, f"{name} is not pinned in constraints.txt"
         assert req.specifier.contains(pins[name]), f"{name}=={pins[name]} violates pyproject {req.specifier}"
     assert re.search(r"^USER 10001", text, re.M)
     assert 'ENTRYPOINT ["gpu-admission"]' in text and '"serve"' in text
+
+
+def test_constraints_pin_the_whole_runtime_closure():
+    """Every package the pinned runtime dependencies require is pinned too, at a version they accept.
+
+    Read from the installed metadata: a package installed at its pinned version tells what that
+    version requires. (One installed at another version, after a newer release, says nothing about
+    the pinned one, so its requirements are not followed.)"""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from packaging.requirements import Requirement
+
+    pins = _pins()
+    todo, seen, followed = ["gpu-admission"], set(), 0
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            continue
+        if name != "gpu-admission" and dist.version != pins.get(name):
+            continue
+        followed += 1
+        for line in dist.requires or []:
+            req = Requirement(line)
+            if req.marker is not None and not req.marker.evaluate({"extra": ""}):
+                continue
+            dep = _normal(req.name)
+            assert dep in pins, f"{dep} (required by {name}) is not pinned in constraints.txt"
+            assert req.specifier.contains(pins[dep], prereleases=True), f"{dep}=={pins[dep]}: {name} needs {req}"
+            todo.append(dep)
+    assert followed > 1, "the pinned versions are installed here: the closure was followed"
+
+
+def test_the_image_is_set_in_one_place():
+    """One file names the registry image; every container that runs gpu-admission, in the base and in
+    each overlay, gets it from there."""
+    setting = yaml.safe_load((MANIFESTS / "image" / "kustomization.yaml").read_text())
+    (image,) = setting["images"]
+    want = f"{image['newName']}:{image['newTag']}"
+    naming = [
+        p.relative_to(ROOT)
+        for p in MANIFESTS.rglob("*.yaml")
+        if image["newName"] in p.read_text() or re.search(r"^\s*newTag:", p.read_text(), re.M)
+    ]
+    assert naming == [Path("manifests/image/kustomization.yaml")], naming
+    for target in ("base", "cert-manager", "self-signed"):
+        docs = render(target)
+        pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] in ("Deployment", "Job")]
+        pods += [d["spec"]["jobTemplate"]["spec"]["template"]["spec"] for d in docs if d["kind"] == "CronJob"]
+        images = {c["image"] for pod in pods for c in pod["containers"] + pod.get("initContainers", [])}
+        assert images == {want}, (target, images)
