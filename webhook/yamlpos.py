@@ -7,7 +7,7 @@ than a plain load, and keeping the node tree lets errors name ``file:line:column
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -117,11 +117,16 @@ def split_documents(text: str) -> list[tuple[int, str]]:
     so splitting on lines is exact. Keeping each chunk verbatim lets ``check -o yaml`` reprint an
     untouched document byte for byte, comments included.
     """
-    chunks: list[tuple[int, str]] = []
+    return list(iter_chunks(text.splitlines(keepends=True)))
+
+
+def iter_chunks(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """:func:`split_documents` over lines as they are read: one document in memory at a time."""
     start_line, current = 1, []
-    for number, line in enumerate(text.splitlines(keepends=True), start=1):
+    number = 0
+    for number, line in enumerate(lines, start=1):
         if _is_separator(line):
-            chunks.append((start_line, "".join(current)))
+            yield start_line, "".join(current)
             rest = line[3:]
             if rest.strip() and not rest.lstrip().startswith("#") and line.startswith("---"):
                 current, start_line = [" " * 3 + rest], number  # '--- value' on one line
@@ -129,8 +134,7 @@ def split_documents(text: str) -> list[tuple[int, str]]:
                 current, start_line = [], number + 1
             continue
         current.append(line)
-    chunks.append((start_line, "".join(current)))
-    return chunks
+    yield start_line, "".join(current)
 
 
 def compose(text: str) -> tuple[Any, yaml.Node | None]:
@@ -157,29 +161,137 @@ def has_content(text: str) -> bool:
     return False
 
 
+class ExpansionLimit(yaml.YAMLError):
+    """A document whose aliases expand past the budget, or refer to themselves (see :func:`expansion`)."""
+
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = mark
+        self.context = None
+
+
+MAX_EXPANDED = 4_000_000
+"""Characters a document may expand to through its aliases (scalars as written, 2 per collection).
+
+kubectl sends a manifest as JSON with every alias written out, and the apiserver refuses a request
+body over 3 MiB; a document that expands past ~4 M characters could never be applied, while a
+"billion laughs" of a few hundred bytes expands to gigabytes and would stall ``check``. Documents
+without anchors (``&``) cannot alias and are not counted at all.
+"""
+
+
+def expansion(root: yaml.Node, limit: int = MAX_EXPANDED) -> int:
+    """The size of ``root`` with every alias written out, without writing it out.
+
+    Shared nodes are sized once (memoised), so the cost is linear in the composed graph even when
+    the expansion is exponential. Raises :class:`ExpansionLimit` past ``limit`` or on a recursive
+    alias (``&a [*a]``: PyYAML builds a cyclic object, which every walker of the object loops on).
+    """
+    sizes: dict[int, int] = {}
+    active: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, finished = stack.pop()
+        key = id(node)
+        if finished:
+            active.discard(key)
+            if isinstance(node, yaml.ScalarNode):
+                total = 2 + len(node.value)
+            elif isinstance(node, yaml.MappingNode):
+                total = 2 + sum(sizes[id(k)] + sizes[id(v)] for k, v in node.value)
+            else:
+                total = 2 + sum(sizes[id(child)] for child in node.value)
+            if total > limit:
+                raise ExpansionLimit(
+                    f"YAML aliases expand this document past {limit:,} characters (a document kubectl "
+                    "could apply stays under 3 MiB); write the values out instead of aliasing them",
+                    node.start_mark,
+                )
+            sizes[key] = total
+            continue
+        if key in sizes:
+            continue
+        if key in active:
+            raise ExpansionLimit(
+                "recursive YAML alias: this node contains an alias of itself; no Kubernetes object "
+                "can be cyclic, remove the alias",
+                node.start_mark,
+            )
+        active.add(key)
+        stack.append((node, True))
+        if isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                stack.append((k, False))
+                stack.append((v, False))
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((child, False) for child in node.value)
+    return sizes[id(root)]
+
+
+def compose_bounded(text: str, limit: int = MAX_EXPANDED) -> tuple[Any, yaml.Node | None]:
+    """:func:`compose` that checks the alias expansion before constructing anything."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            expansion(node, limit)
+        data = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    return data, node
+
+
 def iter_documents(text: str, *, with_nodes: bool) -> Iterator[Document | SyntaxProblem]:
     """Documents of a stream; a syntax error is yielded in place so the other documents still count.
 
     Positions are kept relative to each chunk and offset by the chunk's first line on lookup.
     """
-    for line, chunk in split_documents(text):
+    return iter_chunk_documents(split_documents(text), with_nodes=with_nodes)
+
+
+def iter_chunk_documents(
+    chunks: Iterable[tuple[int, str]], *, with_nodes: bool
+) -> Iterator[Document | SyntaxProblem]:
+    """:func:`iter_documents` over (first line, text) chunks, e.g. :func:`iter_chunks` of a file.
+
+    Every document is loaded with its alias expansion bounded (:data:`MAX_EXPANDED`): only a
+    document that declares an anchor can alias, so the common case pays nothing for the check.
+    """
+    for line, chunk in chunks:
         if not has_content(chunk):
             continue
         try:
-            if with_nodes:
-                data, node = compose(chunk)
+            if with_nodes or "&" in chunk:
+                data, node = compose_bounded(chunk)
+                if not with_nodes:
+                    node = None
             else:
                 data, node = load_fast(chunk), None
         except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-            context = getattr(exc, "context", None)
-            if context:
-                problem = f"{problem} ({context})"
-            yield SyntaxProblem(
-                (mark.line + line) if mark is not None else line,
-                (mark.column + 1) if mark is not None else 1,
-                problem,
-            )
+            yield syntax_problem(exc, line, chunk)
             continue
         yield Document(data=data, node=node, line=line, text=chunk)
+
+
+def syntax_problem(exc: yaml.YAMLError, line: int, chunk: str = "") -> SyntaxProblem:
+    """The error at its place in the whole file: libyaml's marks count from the chunk's first line."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if isinstance(exc, yaml.reader.ReaderError) and chunk:  # a character YAML forbids: no mark, an offset
+        before = chunk[: exc.position]
+        row = before.count("\n")
+        char = exc.character if isinstance(exc.character, int) else ord(str(exc.character)[:1] or "\0")
+        return SyntaxProblem(
+            line + row,
+            exc.position - (before.rfind("\n") + 1) + 1,
+            f"{exc.reason} (character U+{char:04X}); YAML allows no control characters but tab, CR and LF",
+        )
+    problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+    context = getattr(exc, "context", None)
+    if context:
+        problem = f"{problem} ({context})"
+    return SyntaxProblem(
+        (mark.line + line) if mark is not None else line,
+        (mark.column + 1) if mark is not None else 1,
+        problem,
+    )

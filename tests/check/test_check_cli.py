@@ -83,7 +83,7 @@ def test_unreadable_input_and_bad_policy_exit_2(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().out
     (tmp_path / "broken.yaml").write_text("apiVersion: v1\nkind: Pod\nmetadata: [\n")
     assert main(["check", str(tmp_path / "broken.yaml")]) == 2
-    assert "broken.yaml:4: error: YAML syntax error" in capsys.readouterr().out
+    assert "broken.yaml:4:1: error: YAML syntax error" in capsys.readouterr().out
     bad_policy = tmp_path / "pol"
     bad_policy.mkdir()
     (bad_policy / "p.yaml").write_text("apiVersion: gpu-admission.io/v1\nkind: GPUPolicy\nspec: {pols: {}}\n")
@@ -92,9 +92,10 @@ def test_unreadable_input_and_bad_policy_exit_2(tmp_path, capsys):
     assert "p.yaml:3:8: error: spec.pols: unknown field 'pols' (hint: did you mean 'pools'?)" in capsys.readouterr().err
 
 
-def test_not_a_kubernetes_object_is_invalid_exit_1(tmp_path, capsys):
+def test_not_a_kubernetes_object_is_invalid_exit_2(tmp_path, capsys):
+    """Bad input, not a verdict: exit 2 as for an unreadable file (docs/ci.md, exit codes)."""
     code, out, _ = check(tmp_path, capsys, "version: v1\nsharing: {}\n")
-    assert code == 1 and ":1: invalid: not a Kubernetes object" in out
+    assert code == 2 and ":1: invalid: not a Kubernetes object" in out
 
 
 def test_stdin_and_list_objects():
@@ -163,10 +164,12 @@ def test_namespaces_file_grants_training(tmp_path, capsys):
     capsys.readouterr()
 
 
-@pytest.mark.parametrize("fmt", ["text", "json", "yaml", "junit"])
+@pytest.mark.parametrize("fmt", ["text", "json", "jsonl", "yaml", "junit", "github"])
 def test_every_format_handles_every_status(tmp_path, capsys, fmt):
-    code, out, _ = check(tmp_path, capsys, SERVICE, INFER, RAW, DENIED, "plain: text\n", args=("-o", fmt))
+    code, out, _ = check(tmp_path, capsys, SERVICE, INFER, RAW, DENIED, args=("-o", fmt))
     assert code == 1 and out
+    code, out, _ = check(tmp_path, capsys, SERVICE, INFER, RAW, DENIED, "plain: text\n", args=("-o", fmt))
+    assert code == 2 and out
 
 
 def test_directory_input_is_recursive(tmp_path, capsys):

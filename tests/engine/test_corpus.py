@@ -45,7 +45,7 @@ def test_every_corpus_file_is_checked_without_crash(capsys):
     assert len(files) == 81
     code = main(["check", *files, "--namespace", "team-a", "-o", "json"])
     report = json.loads(capsys.readouterr().out)
-    assert code == 1  # plugin-config.yaml is not a Kubernetes object
+    assert code == 2  # plugin-config.yaml is not a Kubernetes object: bad input (docs/ci.md)
     summary = report["summary"]
     assert summary["errors"] == 0, "every corpus file is readable YAML"
     assert (

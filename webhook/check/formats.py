@@ -9,7 +9,9 @@ decision trace (``webhook.check.explain``).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Sequence
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TextIO
 from xml.etree import ElementTree as ET
 
@@ -18,18 +20,75 @@ import yaml
 
 from webhook.check import explain, waste
 from webhook.check.github import write_github
-from webhook.check.runner import CheckResult, Status, Summary, summarize
+from webhook.check.runner import UNJUDGED, CheckResult, Status, Summary
 from webhook.engine.decision import Action
 
-Writer = Callable[[Sequence[CheckResult], TextIO, "Options"], None]
+Writer = Callable[[Iterable[CheckResult], TextIO, "Options", "Tally"], None]
 
 
 class Options:
-    def __init__(self, *, diff: bool = False, explain: bool = False, fail_on: str = "deny", verbose: bool = False):
+    def __init__(
+        self,
+        *,
+        diff: bool = False,
+        explain: bool = False,
+        fail_on: str = "deny",
+        verbose: bool = False,
+        err: TextIO | None = None,
+    ):
         self.diff = diff
         self.explain = explain
         self.fail_on = fail_on
         self.verbose = verbose
+        self.err = err  # where ``-o yaml`` reports problems (stdout stays applyable)
+
+
+class Tally:
+    """What the summary and the exit code need, gathered as results stream past (no object is kept).
+
+    Writers print each result as it comes and then the summary from here, so memory stays flat
+    however many documents a run checks.
+    """
+
+    def __init__(self) -> None:
+        self.summary = Summary()
+        self.gpu_memory = waste.WasteTotals()
+
+    def observe(self, results: Iterable[CheckResult]) -> Iterator[CheckResult]:
+        for r in results:
+            self.add(r)
+            yield r
+
+    def add(self, r: CheckResult) -> None:
+        self.summary.add(r)
+        if r.status in (Status.ADMITTED, Status.WARNED) and r.decision is not None and r.decision.waste is not None:
+            self.gpu_memory.add(r.decision.waste)
+
+    def exit_code(self, fail_on: str) -> int:
+        """0 admitted, 1 denied (or warned with --fail-on warn), 2 nothing judged or something unjudgeable."""
+        s = self.summary
+        if s.errors or s.invalid or s.engine_errors or not s.documents:
+            return 2
+        if s.denied:
+            return 1
+        if fail_on == "warn" and (s.warned or s.unjudged_gpu):
+            return 1
+        return 0
+
+
+def tallied(results: Iterable[CheckResult], tally: Tally | None) -> tuple[Iterable[CheckResult], Tally]:
+    """A writer called without the caller's tally counts for itself (tests, embedding)."""
+    if tally is not None:
+        return results, tally
+    own = Tally()
+    return own.observe(results), own
+
+
+def tally(results: Iterable[CheckResult]) -> Tally:
+    out = Tally()
+    for r in results:
+        out.add(r)
+    return out
 
 
 def _dump(obj: Any) -> str:
@@ -60,59 +119,81 @@ def waste_line(result: CheckResult) -> str | None:
     return f"gpu memory: {waste.describe(report)}"
 
 
-def placed(results: Sequence[CheckResult]) -> list[CheckResult]:
+def placed(results: Iterable[CheckResult]) -> list[CheckResult]:
     """Results whose objects would run (the ones the GPU memory totals count)."""
     return [r for r in results if r.status in (Status.ADMITTED, Status.WARNED)]
 
 
-def write_text(results: Sequence[CheckResult], out: TextIO, options: Options) -> None:
+def text_lines(r: CheckResult, options: Options) -> Iterator[str]:
+    """The text report's lines for one result (none for a quiet skip)."""
+    if r.status is Status.SKIPPED and not options.verbose and not r.attention:
+        return
+    if r.status is Status.EMPTY:
+        yield f"{r.file}: empty: {r.message}"
+        return
+    if r.status in UNJUDGED:
+        yield f"{r.where}: {r.status.value}: {r.message}"
+        return
+    if r.status is Status.SKIPPED:
+        if r.attention:  # shown whatever -v says: a workload that reaches GPUs unjudged
+            yield f"{r.where}: {r.label}: skipped: {r.message}"
+        else:
+            yield f"{r.where}: {r.label}: skipped ({r.message})"
+        return
+    d = r.decision
+    assert d is not None
+    ops = f", {len(d.patch)} patch operation(s)" if d.patch else ""
+    headline = {
+        Status.DENIED: "DENIED",
+        Status.WARNED: "admitted with warnings",
+        Status.ADMITTED: "admitted",
+    }[r.status]
+    yield f"{r.where}: {r.label} (namespace {r.namespace}): {headline}{ops}"
+    for v in d.violations:
+        yield f"  {r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}"
+    line = waste_line(r)
+    if line:
+        yield f"  {line}"
+    if options.explain:
+        yield from explain.render(d.explanation)
+    if options.diff:
+        for line in diff_lines(r):
+            yield f"    {line}"
+
+
+def write_text(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
+    results, tally = tallied(results, tally)
     for r in results:
-        if r.status is Status.SKIPPED and not options.verbose:
-            continue
-        where = f"{r.file}:{r.line}"
-        if r.status in (Status.ERROR, Status.INVALID):
-            out.write(f"{where}: {r.status.value}: {r.message}\n")
-            continue
-        if r.status is Status.SKIPPED:
-            out.write(f"{where}: {r.label}: skipped ({r.message})\n")
-            continue
-        d = r.decision
-        assert d is not None
-        ops = f", {len(d.patch)} patch operation(s)" if d.patch else ""
-        headline = {
-            Status.DENIED: "DENIED",
-            Status.WARNED: "admitted with warnings",
-            Status.ADMITTED: "admitted",
-        }[r.status]
-        out.write(f"{where}: {r.label} (namespace {r.namespace}): {headline}{ops}\n")
-        for v in d.violations:
-            out.write(f"  {r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}\n")
-        line = waste_line(r)
-        if line:
-            out.write(f"  {line}\n")
-        if options.explain:
-            for line in explain.render(d.explanation):
-                out.write(f"{line}\n")
-        if options.diff:
-            for line in diff_lines(r):
-                out.write(f"    {line}\n")
-    s = summarize(results)
-    out.write(summary_line(s, results) + "\n")
+        for line in text_lines(r, options):
+            out.write(line + "\n")
+    out.write(summary_line(tally) + "\n")
 
 
-def summary_line(s: Summary, results: Sequence[CheckResult] | None = None) -> str:
+def summary_line(t: Tally) -> str:
+    s = t.summary
     text = (
         f"checked {s.documents} document(s): {s.admitted} admitted, {s.warned} warned, {s.denied} denied, "
         f"{s.skipped} skipped, {s.invalid} invalid, {s.errors} unreadable; {s.mutated} mutated"
     )
-    if results is not None:
-        line = waste.totals(placed(results)).line()
-        return f"{text}; {line}" if line else text
-    return text
+    extra = []
+    if s.unjudged_gpu:
+        extra.append(f"{s.unjudged_gpu} skipped with GPU resources or intent keys (not judged)")
+    if s.engine_errors:
+        extra.append(f"{s.engine_errors} engine error(s)")
+    if s.empty:
+        extra.append(f"{s.empty} empty input(s)")
+    if not s.documents:
+        extra.append("nothing to check")
+    if extra:
+        text = f"{text}; {'; '.join(extra)}"
+    line = t.gpu_memory.line()
+    return f"{text}; {line}" if line else text
 
 
 def result_dict(r: CheckResult, options: Options) -> dict[str, Any]:
     out: dict[str, Any] = {"file": r.file, "line": r.line, "status": r.status.value}
+    if r.column:
+        out["column"] = r.column
     if isinstance(r.obj, dict):
         meta = r.obj.get("metadata") if isinstance(r.obj.get("metadata"), dict) else {}
         out.update(
@@ -123,6 +204,8 @@ def result_dict(r: CheckResult, options: Options) -> dict[str, Any]:
         )
     if r.message:
         out["message"] = r.message
+    if r.attention:
+        out["unjudgedPath"] = r.attention
     d = r.decision
     if d is not None and d.relevant:
         out["allowed"] = d.allowed
@@ -148,118 +231,182 @@ def result_dict(r: CheckResult, options: Options) -> dict[str, Any]:
     return out
 
 
-def summary_dict(results: Sequence[CheckResult]) -> dict[str, Any]:
+def summary_dict(t: Tally) -> dict[str, Any]:
     """The runner's counters plus the GPU memory totals of the objects that would run."""
-    out: dict[str, Any] = dict(summarize(results).as_dict())
-    out["gpuMemory"] = waste.totals(placed(results)).as_dict()
+    out: dict[str, Any] = dict(t.summary.as_dict())
+    out["gpuMemory"] = t.gpu_memory.as_dict()
     return out
 
 
-def write_json(results: Sequence[CheckResult], out: TextIO, options: Options) -> None:
-    payload = {"results": [result_dict(r, options) for r in results], "summary": summary_dict(results)}
-    # orjson: ~10x faster than json for a 10,000-document report; non-string keys (YAML ints) kept.
-    out.write(orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS, default=str).decode())
-    out.write("\n")
+_JSON = orjson.OPT_NON_STR_KEYS  # non-string keys (YAML ints) kept
 
 
-def write_yaml(results: Sequence[CheckResult], out: TextIO, options: Options) -> None:
-    """The manifests as the cluster would store them: mutated where the webhook mutates, else verbatim."""
+def _json(value: Any, option: int = 0) -> str:
+    # orjson: ~10x faster than json for a 10,000-document report
+    return orjson.dumps(value, option=_JSON | option, default=str).decode()
+
+
+def write_json(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
+    """``{"results": [...], "summary": {...}}``, written one result at a time."""
+    results, tally = tallied(results, tally)
+    out.write('{\n  "results": [')
     first = True
-    emitted_lists: set[tuple[str, int]] = set()
     for r in results:
-        if r.status is Status.ERROR:
-            continue
-        if r.item_path:  # a List: print it once, with its mutated items
-            key = (r.file, id(r.text))
-            if key in emitted_lists:
-                continue
-            emitted_lists.add(key)
-            siblings = [x for x in results if x.file == r.file and x.text is r.text and x.item_path]
-            if not any(x.decision is not None and x.decision.patch for x in siblings):
-                body = r.text
-            else:
-                doc = yaml.safe_load(r.text)
-                for x in siblings:
-                    if x.decision is not None and x.decision.patch and x.decision.mutated is not None:
-                        doc["items"][x.item_path[1]] = x.decision.mutated
-                body = _dump(doc)
-        elif r.decision is not None and r.decision.patch and r.decision.mutated is not None:
-            body = _dump(r.decision.mutated)
-        else:
-            body = r.text
-        if not first:
+        body = _json(result_dict(r, options), orjson.OPT_INDENT_2).replace("\n", "\n    ")
+        out.write(("\n    " if first else ",\n    ") + body)
+        first = False
+    out.write(("\n  ]" if not first else "]") + ',\n  "summary": ')
+    out.write(_json(summary_dict(tally), orjson.OPT_INDENT_2).replace("\n", "\n  "))
+    out.write("\n}\n")
+
+
+def write_jsonl(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
+    """JSON Lines: one result per line as it is judged, then ``{"summary": {...}}`` on the last line."""
+    results, tally = tallied(results, tally)
+    for r in results:
+        out.write(_json(result_dict(r, options)) + "\n")
+    out.write(_json({"summary": summary_dict(tally)}) + "\n")
+
+
+def _problems(r: CheckResult) -> Iterator[str]:
+    if r.status in UNJUDGED:
+        yield f"{r.where}: {r.status.value}: {r.message}"
+    elif r.status is Status.EMPTY:
+        yield f"{r.file}: empty: {r.message}"
+    elif r.attention:
+        yield f"{r.where}: {r.label}: skipped: {r.message}"
+    elif r.decision is not None:
+        for v in r.decision.violations:
+            yield f"{r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}"
+
+
+def write_yaml(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
+    """The manifests as the cluster would store them: mutated where the webhook mutates, else verbatim.
+
+    Items of one ``List`` arrive together; only that List's results are held until it is printed.
+    """
+    results, tally = tallied(results, tally)
+    state = {"first": True}
+    group: list[CheckResult] = []
+
+    def emit(body: str) -> None:
+        if not state["first"]:
             out.write("---\n")
         out.write(body if body.endswith("\n") or not body else body + "\n")
-        first = False
+        state["first"] = False
 
+    def flush() -> None:
+        if not group:
+            return
+        if not any(x.decision is not None and x.decision.patch for x in group):
+            emit(group[0].text)
+        else:
+            doc = yaml.safe_load(group[0].text)
+            for x in group:
+                if x.decision is not None and x.decision.patch and x.decision.mutated is not None:
+                    doc["items"][x.item_path[1]] = x.decision.mutated
+            emit(_dump(doc))
+        group.clear()
 
-def write_junit(results: Sequence[CheckResult], out: TextIO, options: Options) -> None:
-    suite = ET.Element("testsuite", name="gpu-admission check")
-    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    totals = waste.totals(placed(results))
-    props = ET.SubElement(suite, "properties")
-    for key, value in totals.as_dict().items():
-        ET.SubElement(props, "property", name=f"gpuMemory.{key}", value="" if value is None else str(value))
-    line = totals.line()
-    if line:
-        ET.SubElement(props, "property", name="gpuMemory.summary", value=line)
     for r in results:
-        counts["tests"] += 1
-        case = ET.SubElement(suite, "testcase", classname=r.file, name=f"{r.label} (line {r.line})")
-        report = r.decision.waste if r.decision is not None else None
-        if report is not None and r.status is not Status.DENIED:
-            case_props = ET.SubElement(case, "properties")
-            for key, value in waste.as_dict(report).items():
-                ET.SubElement(
-                    case_props, "property", name=f"gpuMemory.{key}", value="" if value is None else str(value)
-                )
-            ET.SubElement(case_props, "property", name="gpuMemory.summary", value=waste.describe(report))
-        if r.status in (Status.ERROR, Status.INVALID):
-            counts["errors"] += 1
+        if options.err is not None:
+            for line in _problems(r):
+                options.err.write(line + "\n")
+        if group and not (r.item_path and r.file == group[0].file and r.text is group[0].text):
+            flush()
+        if r.status in (Status.ERROR, Status.EMPTY):
+            continue
+        if r.item_path:
+            group.append(r)
+        elif r.decision is not None and r.decision.patch and r.decision.mutated is not None:
+            emit(_dump(r.decision.mutated))
+        else:
+            emit(r.text)
+    flush()
+
+
+def junit_case(r: CheckResult, options: Options) -> tuple[ET.Element, str | None]:
+    """One ``<testcase>`` and how it counts (failures, errors, skipped or None)."""
+    case = ET.Element("testcase", classname=r.file, name=f"{r.label} (line {r.line})")
+    report = r.decision.waste if r.decision is not None else None
+    if report is not None and r.status is not Status.DENIED:
+        case_props = ET.SubElement(case, "properties")
+        for key, value in waste.as_dict(report).items():
+            ET.SubElement(case_props, "property", name=f"gpuMemory.{key}", value="" if value is None else str(value))
+        ET.SubElement(case_props, "property", name="gpuMemory.summary", value=waste.describe(report))
+    if r.status in UNJUDGED:
+        ET.SubElement(case, "error", message=r.message, type=r.status.value).text = f"{r.where}: {r.message}"
+        return case, "errors"
+    if r.status is Status.EMPTY:
+        case.set("name", f"{r.file} (empty)")
+        ET.SubElement(case, "skipped", message=r.message)
+        return case, "skipped"
+    if r.status is Status.SKIPPED:
+        if r.attention and options.fail_on == "warn":
+            ET.SubElement(case, "failure", message=r.message, type="unjudged").text = f"{r.where}: {r.message}"
+            return case, "failures"
+        ET.SubElement(case, "skipped", message=r.message)
+        return case, "skipped"
+    if r.decision is not None:
+        failing = [
+            v
+            for v in r.decision.violations
+            if v.action is Action.DENY or (options.fail_on == "warn" and v.action is Action.WARN)
+        ]
+        body = "\n".join(
+            [f"{r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}" for v in r.decision.violations]
+            + (explain.render(r.decision.explanation, indent="") if options.explain else [])
+        )
+        if failing:
             ET.SubElement(
-                case, "error", message=r.message, type=r.status.value
-            ).text = f"{r.file}:{r.line}: {r.message}"
-        elif r.status is Status.SKIPPED:
-            counts["skipped"] += 1
-            ET.SubElement(case, "skipped", message=r.message)
-        elif r.decision is not None:
-            failing = [
-                v
-                for v in r.decision.violations
-                if v.action is Action.DENY or (options.fail_on == "warn" and v.action is Action.WARN)
-            ]
-            body = "\n".join(
-                [f"{r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}" for v in r.decision.violations]
-                + (explain.render(r.decision.explanation, indent="") if options.explain else [])
-            )
-            if failing:
-                counts["failures"] += 1
-                ET.SubElement(
-                    case, "failure", message="; ".join(v.render() for v in failing), type=failing[0].rule
-                ).text = body
-            elif body:
-                ET.SubElement(case, "system-out").text = body
-    for key, value in counts.items():
-        suite.set(key, str(value))
-    out.write(ET.tostring(suite, encoding="unicode", xml_declaration=True))
-    out.write("\n")
+                case, "failure", message="; ".join(v.render() for v in failing), type=failing[0].rule
+            ).text = body
+            return case, "failures"
+        if body:
+            ET.SubElement(case, "system-out").text = body
+    return case, None
+
+
+def write_junit(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
+    """JUnit needs its counts before its cases: cases go to a spool file (on disk past 4 MiB) as they
+    are judged, so only the counts stay in memory."""
+    results, tally = tallied(results, tally)
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8") as cases:
+        for r in results:
+            case, counted = junit_case(r, options)
+            counts["tests"] += 1
+            if counted:
+                counts[counted] += 1
+            cases.write(ET.tostring(case, encoding="unicode"))
+        suite = ET.Element("testsuite", name="gpu-admission check")
+        for key, value in counts.items():
+            suite.set(key, str(value))
+        props = ET.SubElement(suite, "properties")
+        totals = tally.gpu_memory
+        for key, value in totals.as_dict().items():
+            ET.SubElement(props, "property", name=f"gpuMemory.{key}", value="" if value is None else str(value))
+        line = totals.line()
+        if line:
+            ET.SubElement(props, "property", name="gpuMemory.summary", value=line)
+        head = ET.tostring(suite, encoding="unicode", xml_declaration=True)
+        assert head.endswith("</testsuite>")
+        out.write(head[: -len("</testsuite>")])
+        cases.seek(0)
+        shutil.copyfileobj(cases, out)
+        out.write("</testsuite>\n")
 
 
 WRITERS: dict[str, Writer] = {
     "text": write_text,
     "json": write_json,
+    "jsonl": write_jsonl,
     "yaml": write_yaml,
     "junit": write_junit,
     "github": write_github,
 }
 
 
-def exit_code(results: Sequence[CheckResult], fail_on: str) -> int:
-    """0 admitted, 1 denied (or warned with --fail-on warn, or not a Kubernetes object), 2 unreadable."""
-    if any(r.status is Status.ERROR for r in results):
-        return 2
-    if any(r.status in (Status.DENIED, Status.INVALID) for r in results):
-        return 1
-    if fail_on == "warn" and any(r.status is Status.WARNED for r in results):
-        return 1
-    return 0
+def exit_code(results: Iterable[CheckResult], fail_on: str) -> int:
+    """0 admitted, 1 denied (or warned with --fail-on warn), 2 nothing judged or something unjudgeable."""
+    return tally(results).exit_code(fail_on)

@@ -10,15 +10,16 @@ come from pull requests, and an object name with an embedded ``::set-env`` line 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
-from io import StringIO
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
-from webhook.check.runner import CheckResult, Status, summarize
+from webhook.check.runner import UNJUDGED, CheckResult
 from webhook.engine.decision import Action
 
 if TYPE_CHECKING:
-    from webhook.check.formats import Options
+    from webhook.check.formats import Options, Tally
 
 
 def escape_data(value: str) -> str:
@@ -56,31 +57,53 @@ def _level(action: Action, fail_on: str) -> str | None:
     return None  # audit: admitted silently, as in the cluster
 
 
-def write_github(results: Sequence[CheckResult], out: TextIO, options: Options) -> None:
-    from webhook.check.formats import summary_line, write_text
+def write_github(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
+    """Annotations as results come; the text report is spooled (to disk past 4 MiB) for the group."""
+    from webhook.check.formats import summary_line, tallied, text_lines
 
-    for r in results:
-        if r.status in (Status.ERROR, Status.INVALID):
-            out.write(
-                annotation("error", r.message, file=r.file, line=r.line or None, title=f"gpu-admission {r.status}")
-            )
+    results, tally = tallied(results, tally)
+
+    with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8") as report:
+        for r in results:
+            for line in text_lines(r, options):
+                report.write(line + "\n")
+            for line in annotations(r, options):
+                out.write(line)
+        summary = summary_line(tally)
+        report.write(summary + "\n")
+        out.write(annotation("notice", summary, title="gpu-admission check"))
+        token = secrets.token_hex(16)
+        out.write(f"::group::{escape_data('gpu-admission check report')}\n::stop-commands::{token}\n")
+        report.seek(0)
+        shutil.copyfileobj(report, out)
+        out.write(f"::{token}::\n::endgroup::\n")
+
+
+def annotations(r: CheckResult, options: Options) -> Iterator[str]:
+    if r.status in UNJUDGED:
+        yield annotation(
+            "error",
+            r.message,
+            file=r.file,
+            line=r.line or None,
+            col=r.column or None,
+            title=f"gpu-admission {r.status}",
+        )
+        return
+    if r.attention:
+        level = "error" if options.fail_on == "warn" else "warning"
+        yield annotation(level, f"{r.label}: {r.message}", file=r.file, line=r.line, title="gpu-admission unjudged")
+        return
+    if r.decision is None:
+        return
+    for v in r.decision.violations:
+        level = _level(v.action, options.fail_on)
+        if level is None:
             continue
-        if r.decision is None:
-            continue
-        for v in r.decision.violations:
-            level = _level(v.action, options.fail_on)
-            if level is None:
-                continue
-            where = f" ({v.path})" if v.path else ""
-            out.write(
-                annotation(
-                    level, f"{r.label}: {v.message}{where}", file=r.file, line=r.line_of(v.path), title=f"[{v.rule}]"
-                )
-            )
-    out.write(annotation("notice", summary_line(summarize(results), results), title="gpu-admission check"))
-    report = StringIO()
-    write_text(results, report, options)
-    out.write(inert_group("gpu-admission check report", report.getvalue()))
+        where = f" ({v.path})" if v.path else ""
+        yield annotation(
+            level, f"{r.label}: {v.message}{where}", file=r.file, line=r.line_of(v.path), title=f"[{v.rule}]"
+        )
 
 
 def inert_group(title: str, text: str) -> str:

@@ -1,44 +1,132 @@
-"""Where manifests come from: files, directories (recursively) and stdin, each read once."""
+"""Where manifests come from: files, directories (recursively) and stdin, read line by line.
+
+Nothing here holds a whole input in memory: a source is opened when it is read and yields its lines,
+so ``check`` keeps one document at a time however large the file (a 50 MB stream stays flat). Stdin is
+copied to a temporary file first, because ``check`` reads its inputs twice: once for the context
+objects they carry (Namespaces, Nodes, claim templates, device classes), then to judge them.
+"""
 
 from __future__ import annotations
 
+import io
+import os
+import shutil
 import sys
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
+from typing import IO
 
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
+STDIN = "<stdin>"
+
+
+class ReadError(Exception):
+    """An input that stops being readable part way (not UTF-8, an I/O error): ``line`` is where."""
+
+    def __init__(self, line: int, message: str) -> None:
+        super().__init__(message)
+        self.line = line
+        self.message = message
 
 
 @dataclass(frozen=True, slots=True)
 class Source:
-    name: str  # what messages call it: the path as given, or "<stdin>"
-    text: str | None
-    error: str | None = None
+    name: str  # what messages call it: the path as given (or found under a directory), or "<stdin>"
+    path: Path | None = None
+    error: str | None = None  # unreadable before the first line: a missing file, a permission
+    empty: str | None = None  # holds nothing to check, and why (a directory with no manifests)
+    spool: IO[bytes] | None = None  # stdin, on disk
+
+    def lines(self) -> Iterator[str]:
+        """The source's lines, line endings kept (``-o yaml`` reprints documents verbatim).
+
+        UTF-8, with or without a byte-order mark (as kubectl reads it). Raises :class:`ReadError`
+        with the line where decoding or reading failed.
+        """
+        if self.spool is not None:
+            self.spool.seek(0)
+            stream: IO[str] = io.TextIOWrapper(self.spool, encoding="utf-8-sig", newline="")
+        else:
+            assert self.path is not None
+            try:
+                stream = self.path.open(encoding="utf-8-sig", newline="")
+            except OSError as exc:
+                raise ReadError(0, f"cannot read: {exc.strerror or exc}") from None
+        number = 0
+        try:
+            for line in stream:
+                number += 1
+                yield line
+        except UnicodeDecodeError as exc:
+            raise ReadError(
+                number + 1, f"not UTF-8 (byte 0x{exc.object[exc.start]:02x}); save the file as UTF-8"
+            ) from None
+        except OSError as exc:
+            raise ReadError(number + 1, f"cannot read: {exc.strerror or exc}") from None
+        finally:
+            if isinstance(stream, io.TextIOWrapper) and self.spool is not None:
+                stream.detach()  # keep the spool open for the second read
+            else:
+                stream.close()
 
 
-def read_sources(paths: list[str]) -> Iterator[Source]:
+def excluded(name: str, patterns: Iterable[str]) -> bool:
+    """``--exclude GLOB``: the path as printed, or its last component, matches (``*`` crosses ``/``)."""
+    base = os.path.basename(name.rstrip("/")) or name
+    return any(fnmatchcase(name, p) or fnmatchcase(base, p) for p in patterns)
+
+
+def read_sources(paths: list[str], *, exclude: Iterable[str] = ()) -> Iterator[Source]:
+    patterns = tuple(exclude)
     for raw in paths:
         if raw == "-":
-            yield Source("<stdin>", sys.stdin.read())
+            yield _stdin()
+            continue
+        if patterns and excluded(raw, patterns):
             continue
         path = Path(raw)
         if path.is_dir():
-            files = sorted(p for p in path.rglob("*") if p.suffix in MANIFEST_SUFFIXES and p.is_file())
+            files = list(_walk(path, patterns))
             if not files:
-                yield Source(raw, None, "directory holds no *.yaml, *.yml or *.json files")
+                what = "no *.yaml, *.yml or *.json files" + (" outside --exclude" if patterns else "")
+                yield Source(raw, path, empty=f"a directory with {what}")
             for file in files:
-                yield _read(file)
+                yield _file(file)
         else:
-            yield _read(path)
+            yield _file(path)
 
 
-def _read(path: Path) -> Source:
-    try:
-        return Source(str(path), path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return Source(str(path), None, "no such file")
-    except IsADirectoryError:
-        return Source(str(path), None, "is a directory")
-    except (OSError, UnicodeDecodeError) as exc:
-        return Source(str(path), None, f"cannot read: {exc}")
+def _walk(root: Path, patterns: tuple[str, ...]) -> Iterator[Path]:
+    """Manifests under ``root`` in a stable order; excluded directories are not entered."""
+    for current, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not (patterns and excluded(os.path.join(current, d), patterns)))
+        for name in sorted(files):
+            full = os.path.join(current, name)
+            wanted = name.endswith(MANIFEST_SUFFIXES) and not (patterns and excluded(full, patterns))
+            if wanted and os.path.isfile(full):
+                yield Path(full)
+
+
+def _file(path: Path) -> Source:
+    name = str(path)
+    if path.is_dir():
+        return Source(name, path, error="is a directory")
+    if not path.exists():
+        return Source(name, path, error="no such file")
+    if not os.access(path, os.R_OK):
+        return Source(name, path, error="cannot read: permission denied")
+    return Source(name, path)
+
+
+def _stdin() -> Source:
+    spool = tempfile.TemporaryFile()  # noqa: SIM115 - it lives as long as the Source
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is not None:
+        shutil.copyfileobj(buffer, spool, 1 << 20)
+    else:  # a text stream without bytes underneath (tests, embedding)
+        for block in iter(lambda: sys.stdin.read(1 << 20), ""):
+            spool.write(block.encode("utf-8"))
+    return Source(STDIN, spool=spool)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -9,8 +10,10 @@ from enum import StrEnum
 from typing import Any
 
 from webhook import yamlpos
-from webhook.check.inputs import Source
+from webhook.check.context import CONTEXT_KINDS
+from webhook.check.inputs import ReadError, Source
 from webhook.engine import Decision, evaluate
+from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.decision import Action
 from webhook.engine.workload import classify
 from webhook.policy.compiled import Policy
@@ -22,7 +25,13 @@ class Status(StrEnum):
     DENIED = "denied"
     SKIPPED = "skipped"  # not a workload kind, or no GPU resources and no intent
     INVALID = "invalid"  # a YAML document that is not a Kubernetes object
-    ERROR = "error"  # unreadable input: missing file, YAML syntax error
+    ERROR = "error"  # unreadable input: missing file, not UTF-8, YAML syntax error, alias bomb
+    ENGINE_ERROR = "engine-error"  # the engine raised on this object: nothing was judged
+    EMPTY = "empty"  # an input that holds no document (an empty file, a directory without manifests)
+
+
+UNJUDGED = (Status.INVALID, Status.ERROR, Status.ENGINE_ERROR)
+"""Results that mean "this input could not be judged": exit 2."""
 
 
 @dataclass(slots=True)
@@ -37,6 +46,15 @@ class CheckResult:
     item_path: tuple[str | int, ...] = ()  # ("items", i) inside a List
     lines: dict[str, int] = field(default_factory=dict)  # violation path -> line
     namespace: str = ""
+    column: int = 0  # where a YAML error is; 0: not known / not an error
+    attention: str = ""  # a skipped document that carries GPU resources or intent keys: where
+
+    @property
+    def where(self) -> str:
+        """``file:line:col`` (``file:line`` without a column; ``file`` for a whole input)."""
+        if not self.line:
+            return self.file
+        return f"{self.file}:{self.line}:{self.column}" if self.column else f"{self.file}:{self.line}"
 
     @property
     def label(self) -> str:
@@ -86,29 +104,74 @@ def check_sources(
     *,
     namespaces: Namespaces,
     explain: bool = False,
+    cluster: Cluster = EMPTY_CLUSTER,
 ) -> Iterator[CheckResult]:
+    """One result per document, as each is judged: nothing is kept once the caller has it."""
+    judge = _Judge(policy, namespaces, explain, cluster)
     for source in sources:
-        if source.text is None:
-            yield CheckResult(source.name, 0, Status.ERROR, message=source.error or "unreadable")
+        if source.error is not None:
+            yield CheckResult(source.name, 0, Status.ERROR, message=source.error)
             continue
-        yield from _check_text(policy, source.name, source.text, namespaces, explain)
+        if source.empty is not None:
+            yield CheckResult(source.name, 0, Status.EMPTY, message=source.empty)
+            continue
+        found = False
+        try:
+            for result in judge.chunks(source.name, yamlpos.iter_chunks(source.lines())):
+                found = True
+                yield result
+        except ReadError as exc:
+            found = True
+            yield CheckResult(source.name, exc.line, Status.ERROR, message=exc.message)
+        if not found:
+            yield CheckResult(source.name, 0, Status.EMPTY, message="no documents (an empty file, or only comments)")
 
 
-def _check_text(
-    policy: Policy, name: str, text: str, namespaces: Namespaces, explain: bool
-) -> Iterator[CheckResult]:
-    for item in yamlpos.iter_documents(text, with_nodes=False):
-        if isinstance(item, yamlpos.SyntaxProblem):
-            yield CheckResult(name, item.line, Status.ERROR, message=f"YAML syntax error: {item.problem}")
-            continue
-        data = item.data
-        if data is None:
-            continue
-        if isinstance(data, dict) and data.get("kind") == "List" and isinstance(data.get("items"), list):
-            for index, element in enumerate(data["items"]):
-                yield _check_object(policy, name, item, element, ("items", index), namespaces, explain)
-            continue
-        yield _check_object(policy, name, item, data, (), namespaces, explain)
+@dataclass(slots=True)
+class _Judge:
+    policy: Policy
+    namespaces: Namespaces
+    explain: bool
+    cluster: Cluster
+
+    def chunks(self, name: str, chunks: Iterable[tuple[int, str]]) -> Iterator[CheckResult]:
+        for item in yamlpos.iter_chunk_documents(chunks, with_nodes=False):
+            if isinstance(item, yamlpos.SyntaxProblem):
+                yield CheckResult(
+                    name, item.line, Status.ERROR, column=item.column, message=f"YAML syntax error: {item.problem}"
+                )
+                continue
+            data = item.data
+            if data is None:
+                continue
+            if isinstance(data, dict) and data.get("kind") == "List" and isinstance(data.get("items"), list):
+                for index, element in enumerate(data["items"]):
+                    yield self.object(name, item, element, ("items", index))
+                continue
+            yield self.object(name, item, data, ())
+
+    def object(
+        self, file: str, doc: yamlpos.Document, obj: Any, prefix: tuple[str | int, ...]
+    ) -> CheckResult:
+        try:
+            return _check_object(
+                self.policy, file, doc, obj, prefix, self.namespaces, self.explain, self.cluster
+            )
+        except Exception as exc:  # an engine bug must not hide the other documents
+            line = doc.line
+            with contextlib.suppress(Exception):  # else the document's own line will do
+                line = doc.line if not prefix else _position(doc, prefix).line
+            detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+            return CheckResult(
+                file,
+                line,
+                Status.ENGINE_ERROR,
+                obj=obj,
+                text=doc.text,
+                item_path=prefix,
+                message=f"the engine failed on this object ({type(exc).__name__}{': ' + detail if detail else ''});"
+                " nothing was judged: please report it with this document",
+            )
 
 
 def _check_object(
@@ -119,6 +182,7 @@ def _check_object(
     prefix: tuple[str | int, ...],
     namespaces: Namespaces,
     explain: bool,
+    cluster: Cluster = EMPTY_CLUSTER,
 ) -> CheckResult:
     line = doc.line if not prefix else _position(doc, prefix).line
     if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
@@ -133,7 +197,11 @@ def _check_object(
             message=f"not a Kubernetes object ({what}); kubectl apply would reject it",
         )
     if classify(obj) is None:
-        return CheckResult(
+        if obj.get("kind") in CONTEXT_KINDS:
+            message = f"{obj.get('kind')}: read as cluster context, not judged"
+            return CheckResult(file, line, Status.SKIPPED, obj=obj, text=doc.text, item_path=prefix, message=message)
+        found = gpu_or_intent(policy, obj, doc.text)
+        result = CheckResult(
             file,
             line,
             Status.SKIPPED,
@@ -142,9 +210,24 @@ def _check_object(
             item_path=prefix,
             message=f"{obj.get('apiVersion')} {obj.get('kind')} carries no pod template the engine checks",
         )
+        if found is not None:
+            what, path = found
+            result.attention = path
+            result.message = (
+                f"unknown kind: declare it in the policy's workloadKinds; {obj.get('apiVersion')} "
+                f"{obj.get('kind')} carries {what} ({path}) and was not judged"
+            )
+            result.line = _position(doc, (*prefix, *parse_dotted(path))).line
+        return result
     ns, labels = namespaces.for_object(obj)
     decision = evaluate(
-        policy, obj, operation="CREATE", namespace=ns, namespace_labels=labels, explain=explain
+        policy,
+        obj,
+        operation="CREATE",
+        namespace=ns,
+        namespace_labels=labels,
+        explain=explain,
+        cluster=cluster,
     )
     if not decision.relevant:
         return CheckResult(
@@ -188,18 +271,36 @@ class Summary:
     invalid: int = 0
     errors: int = 0
     mutated: int = 0
+    engine_errors: int = 0
+    empty: int = 0  # inputs that held no document (not counted in documents)
+    unjudged_gpu: int = 0  # skipped documents that carry GPU resources or intent keys
 
     def as_dict(self) -> dict[str, int]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}  # type: ignore[attr-defined]
+        return {_camel(k): getattr(self, k) for k in self.__dataclass_fields__}  # type: ignore[attr-defined]
+
+
+    def add(self, r: CheckResult) -> None:
+        if r.status is Status.EMPTY:
+            self.empty += 1
+            return
+        self.documents += 1
+        counter = _COUNTER[r.status]
+        setattr(self, counter, getattr(self, counter) + 1)
+        if r.attention:
+            self.unjudged_gpu += 1
+        if r.decision is not None and r.decision.patch:
+            self.mutated += 1
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.title() for part in rest)
 
 
 def summarize(results: Iterable[CheckResult]) -> Summary:
     summary = Summary()
     for r in results:
-        summary.documents += 1
-        setattr(summary, _COUNTER[r.status], getattr(summary, _COUNTER[r.status]) + 1)
-        if r.decision is not None and r.decision.patch:
-            summary.mutated += 1
+        summary.add(r)
     return summary
 
 
@@ -210,4 +311,52 @@ _COUNTER = {
     Status.SKIPPED: "skipped",
     Status.INVALID: "invalid",
     Status.ERROR: "errors",
+    Status.ENGINE_ERROR: "engine_errors",
 }
+
+
+def _dotted(path: tuple[str | int, ...]) -> str:
+    out = ""
+    for part in path:
+        if isinstance(part, int) or any(c in part for c in "./[]"):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else part
+    return out
+
+
+def gpu_or_intent(policy: Policy, obj: dict[str, Any], text: str) -> tuple[str, str] | None:
+    """Where a document the engine does not judge carries GPU resources or intent keys, if anywhere.
+
+    Such a document is a workload the policy does not know (a CRD), and passing it silently would
+    let it reach GPUs unjudged. Only documents whose text names the intent prefix or a GPU resource
+    prefix are walked, so Services and ConfigMaps cost a substring search.
+    """
+    intent = f"{policy.settings.prefix}/"
+    markers = (intent, *policy.gpu_prefixes, "nvidia.com/")
+    if not any(m in text for m in markers):
+        return None
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(obj, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if not isinstance(key, str):
+                    continue
+                if key in ("labels", "annotations") and isinstance(value, dict):
+                    for k in value:
+                        if isinstance(k, str) and k.startswith(intent):
+                            return "an intent key", _dotted((*path, key, k))
+                elif key in ("limits", "requests") and isinstance(value, dict):
+                    for k in value:
+                        if isinstance(k, str) and (
+                            policy.is_gpu_resource(k) or k.startswith(("nvidia.com/gpu", "nvidia.com/mig-"))
+                        ):
+                            return "a GPU resource", _dotted((*path, key, k))
+                if isinstance(value, (dict, list)):
+                    stack.append((value, (*path, key)))
+        elif isinstance(node, list):
+            for index, value in enumerate(node):
+                if isinstance(value, (dict, list)):
+                    stack.append((value, (*path, index)))
+    return None

@@ -8,8 +8,10 @@ from typing import Any
 
 import yaml
 
-from webhook.check.formats import WRITERS, Options, exit_code
+from webhook.check.context import ContextError, from_files, from_inputs
+from webhook.check.formats import WRITERS, Options, Tally
 from webhook.check.inputs import read_sources
+from webhook.check.progress import Progress
 from webhook.check.runner import Namespaces, check_sources
 from webhook.namespace_labels import read_namespace_file
 from webhook.policy import PolicyError, load_policy
@@ -22,7 +24,8 @@ def register(sub: Any) -> None:
         "check",
         help="check manifests against the policy (same engine as admission)",
         description="Run Pods, Jobs, Volcano Jobs and pod controllers through the admission engine offline. "
-        "Exit 0 admitted, 1 denied (or warned with --fail-on warn), 2 bad input or bad policy.",
+        "Exit 0 admitted, 1 denied (or warned with --fail-on warn), 2 bad input, bad policy, an engine "
+        "error or nothing to check.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
     p.add_argument("--policy", default="policies", metavar="DIR", help="policy directory (default: policies)")
@@ -37,7 +40,23 @@ def register(sub: Any) -> None:
         "--namespaces",
         metavar="FILE",
         help="namespace labels: a YAML map {namespace: {label: value}} or Namespace objects "
-        "(e.g. `kubectl get ns -o yaml`)",
+        "(e.g. `kubectl get ns -o yaml`); wins over --context and the inputs",
+    )
+    p.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="cluster objects the webhook would look up: Namespaces, Nodes, ResourceClaimTemplates, "
+        "ResourceClaims, DeviceClasses (e.g. `kubectl get ns,nodes,resourceclaimtemplates,deviceclasses "
+        "-A -o yaml`); a file or directory, repeatable; wins over the inputs' own such objects",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="skip files and directories whose path or name matches GLOB (shell-style; repeatable)",
     )
     p.add_argument("-o", "--output", choices=sorted(WRITERS), default="text")
     p.add_argument("--diff", action="store_true", help="show what the webhook would change (text output)")
@@ -65,20 +84,49 @@ def run(args: argparse.Namespace) -> int:
             print(f"  {issue.render()}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        namespaces = load_namespaces(args.namespaces, args.namespace)
+        labels = read_namespace_file(args.namespaces) if args.namespaces is not None else {}
     except (OSError, ValueError, yaml.YAMLError) as exc:
         print(f"gpu-admission: --namespaces: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
-    results = list(
-        check_sources(policy, read_sources(args.paths), namespaces=namespaces, explain=args.explain)
+    try:
+        context = from_files(read_sources(args.context), args.namespace)
+    except ContextError as exc:
+        print(f"gpu-admission: --context: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return _check(args, policy, labels, context)
+    except BrokenPipeError:  # `check … | head`: the reader has what it wanted
+        sys.stderr.close()
+        return 1
+    except Exception as exc:  # a CI step gets a line and exit 2, never a traceback
+        print(
+            f"gpu-admission check: internal error ({type(exc).__name__}: {exc}); nothing was judged: please report it",
+            file=sys.stderr,
+        )
+        return EXIT_BAD_INPUT
+
+
+def _check(args: argparse.Namespace, policy: Any, labels: dict[str, dict[str, str]], context: Any) -> int:
+    sources = list(read_sources(args.paths, exclude=args.exclude))
+    found = from_inputs(sources, args.namespace)  # the inputs' own Namespaces etc., least authoritative
+    found.update(context)
+    found.namespaces.update(labels)
+    namespaces = Namespaces(args.namespace, found.namespaces)
+    if args.verbose:
+        counts = ", ".join(f"{v} {k}" for k, v in found.counts().items() if v)
+        print(f"gpu-admission check: cluster context: {counts or 'none'}", file=sys.stderr)
+    results = check_sources(
+        policy, sources, namespaces=namespaces, explain=args.explain, cluster=found.cluster()
     )
-    options = Options(diff=args.diff, explain=args.explain, fail_on=args.fail_on, verbose=args.verbose)
-    WRITERS[args.output](results, sys.stdout, options)
-    if args.output == "yaml":  # keep stdout applyable; problems go to stderr
-        for r in results:
-            if r.status.value in ("error", "invalid"):
-                print(f"{r.file}:{r.line}: {r.status.value}: {r.message}", file=sys.stderr)
-            elif r.decision is not None:
-                for v in r.decision.violations:
-                    print(f"{r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}", file=sys.stderr)
-    return exit_code(results, args.fail_on)
+    tally = Tally()
+    options = Options(
+        diff=args.diff, explain=args.explain, fail_on=args.fail_on, verbose=args.verbose, err=sys.stderr
+    )
+    stream = Progress(sys.stderr).observe(tally.observe(results))
+    WRITERS[args.output](stream, sys.stdout, options, tally)
+    if not tally.summary.documents:
+        print(
+            f"gpu-admission check: nothing to check: no Kubernetes documents in {' '.join(args.paths)}",
+            file=sys.stderr,
+        )
+    return tally.exit_code(args.fail_on)

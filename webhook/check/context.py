@@ -1,0 +1,166 @@
+"""What the webhook would look up in the cluster, gathered from files for ``check``.
+
+The server learns namespaces, nodes, claim templates and device classes from the apiserver; ``check``
+has no cluster, so it reads the same objects from its inputs (a repository's ``namespace.yaml`` next to
+its jobs) and from ``--context`` files (``kubectl get ns,nodes,resourceclaimtemplates,deviceclasses -A
+-o yaml``), and hands the engine one :class:`~webhook.engine.cluster.Cluster` view.
+
+Where several sources name the same namespace, the more authoritative one wins, whole (labels are
+not merged key by key: a namespace's labels are one object's labels):
+``--namespaces`` FILE > ``--context`` files (later files win) > the inputs themselves. A cluster dump
+is what the cluster holds; a manifest's Namespace is what a pull request would like it to hold, and the
+labels that grant entitlements are guarded in the cluster, so they never override it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from webhook import yamlpos
+from webhook.check.inputs import ReadError, Source
+from webhook.engine.cluster import Cluster
+
+# kind -> the Cluster field it fills; "*List" forms hold items of that kind
+CONTEXT_KINDS = {
+    "Namespace": "namespaces",
+    "Node": "nodes",
+    "ResourceClaimTemplate": "claim_templates",
+    "ResourceClaim": "claims",
+    "DeviceClass": "device_classes",
+}
+_MENTION = re.compile(
+    r"""\bkind["']?[ \t]*:[ \t]*["']?(?:Namespace|Node|ResourceClaimTemplate|ResourceClaim|DeviceClass)"""
+    r"""(?:List)?["']?[ \t]*(?:[,}\r\n#]|$)"""
+)
+
+
+def mentions_context(text: str) -> bool:
+    """A cheap pre-filter: only documents that name a context kind are parsed by the first pass."""
+    return _MENTION.search(text) is not None
+
+
+class ContextError(ValueError):
+    """A ``--context`` file that cannot be used: file:line:col and what is wrong."""
+
+
+@dataclass(slots=True)
+class ClusterObjects:
+    """Context objects as they are found; :meth:`cluster` freezes them into the engine's view."""
+
+    default_namespace: str = "default"
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)
+    nodes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    claim_templates: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    claims: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    device_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def add(self, obj: Any, kind: str | None = None) -> str | None:
+        """Take ``obj`` if it is a context object (or a List of them); None, or why it cannot be used."""
+        if not isinstance(obj, dict):
+            return None
+        kind = obj.get("kind") if isinstance(obj.get("kind"), str) else kind
+        if kind is None:
+            return None
+        if kind == "List" or (kind.endswith("List") and kind[:-4] in CONTEXT_KINDS):
+            items = obj.get("items")
+            if not isinstance(items, list):
+                return None
+            item_kind = kind[:-4] if kind != "List" else None
+            for item in items:
+                problem = self.add(item, item_kind)
+                if problem:
+                    return problem
+            return None
+        target = CONTEXT_KINDS.get(kind)
+        if target is None:
+            return None
+        meta = obj.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if not isinstance(name, str) or not name:
+            return f"a {kind} without metadata.name"
+        if target == "namespaces":
+            labels = meta.get("labels") or {}
+            if not isinstance(labels, dict):
+                return f"Namespace {name}: metadata.labels is not a map"
+            self.namespaces[name] = {str(k): str(v) for k, v in labels.items()}
+        elif target == "nodes":
+            self.nodes[name] = obj
+        elif target == "device_classes":
+            self.device_classes[name] = obj
+        else:
+            ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.default_namespace
+            getattr(self, target)[(ns, name)] = obj
+        return None
+
+    def update(self, other: ClusterObjects) -> None:
+        """``other`` is more authoritative: its entries replace ours of the same key."""
+        self.namespaces.update(other.namespaces)
+        self.nodes.update(other.nodes)
+        self.claim_templates.update(other.claim_templates)
+        self.claims.update(other.claims)
+        self.device_classes.update(other.device_classes)
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "namespaces": len(self.namespaces),
+            "nodes": len(self.nodes),
+            "claimTemplates": len(self.claim_templates),
+            "claims": len(self.claims),
+            "deviceClasses": len(self.device_classes),
+        }
+
+    def cluster(self) -> Cluster:
+        return Cluster(
+            namespaces=MappingProxyType({k: MappingProxyType(v) for k, v in self.namespaces.items()}),
+            nodes=tuple(self.nodes.values()),
+            claim_templates=MappingProxyType(dict(self.claim_templates)),
+            claims=MappingProxyType(dict(self.claims)),
+            device_classes=MappingProxyType(dict(self.device_classes)),
+        )
+
+
+def documents(source: Source, *, prefilter: bool) -> Iterator[yamlpos.Document | yamlpos.SyntaxProblem]:
+    """The documents of ``source``; with ``prefilter``, only those that name a context kind."""
+    chunks: Iterable[tuple[int, str]] = yamlpos.iter_chunks(source.lines())
+    if prefilter:
+        chunks = ((line, text) for line, text in chunks if mentions_context(text))
+    return yamlpos.iter_chunk_documents(chunks, with_nodes=False)
+
+
+def from_inputs(sources: Iterable[Source], default_namespace: str) -> ClusterObjects:
+    """Context objects among the manifests. Problems are left to the judging pass, which reports them."""
+    found = ClusterObjects(default_namespace)
+    for source in sources:
+        if source.error or source.empty:
+            continue
+        try:
+            for doc in documents(source, prefilter=True):
+                if isinstance(doc, yamlpos.Document):
+                    found.add(doc.data)
+        except ReadError:
+            continue
+    return found
+
+
+def from_files(sources: Iterable[Source], default_namespace: str) -> ClusterObjects:
+    """``--context`` files: every problem is an error (``file:line:col``), since they are the cluster."""
+    found = ClusterObjects(default_namespace)
+    for source in sources:
+        if source.error:
+            raise ContextError(f"{source.name}: {source.error}")
+        if source.empty:
+            raise ContextError(f"{source.name}: {source.empty}")
+        try:
+            for doc in documents(source, prefilter=False):
+                if isinstance(doc, yamlpos.SyntaxProblem):
+                    raise ContextError(f"{source.name}:{doc.line}:{doc.column}: YAML syntax error: {doc.problem}")
+                problem = found.add(doc.data)
+                if problem:
+                    raise ContextError(f"{source.name}:{doc.line}: {problem}")
+        except ReadError as exc:
+            raise ContextError(f"{source.name}:{exc.line}: {exc.message}") from None
+    return found

@@ -1,0 +1,58 @@
+"""A progress line on stderr for long ``check`` runs, only where a person is watching (a terminal).
+
+CI logs are files or pipes: they never get it, so a log holds the report and nothing else. On a
+terminal the line appears once a run has taken ``after`` seconds, is redrawn at most every
+``every`` seconds (a carriage return, no scrolling) and is erased when the run ends.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import TextIO
+
+from webhook.check.runner import CheckResult
+
+
+class Progress:
+    def __init__(
+        self,
+        stream: TextIO,
+        *,
+        after: float = 2.0,
+        every: float = 0.5,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        isatty = getattr(stream, "isatty", None)
+        self.enabled = bool(isatty and isatty())
+        self.stream = stream
+        self.after = after
+        self.every = every
+        self.clock = clock
+        self.shown = False
+
+    def observe(self, results: Iterable[CheckResult]) -> Iterator[CheckResult]:
+        if not self.enabled:
+            yield from results
+            return
+        start = self.clock()
+        next_at = start + self.after
+        count = 0
+        try:
+            for r in results:
+                count += 1
+                if count & 63 == 0 or count == 1:
+                    now = self.clock()
+                    if now >= next_at:
+                        rate = count / max(now - start, 1e-9)
+                        self._draw(f"gpu-admission check: {count:,} documents ({rate:,.0f}/s), now {r.file}")
+                        next_at = now + self.every
+                yield r
+        finally:
+            if self.shown:
+                self._draw("")
+
+    def _draw(self, text: str) -> None:
+        self.stream.write("\r\x1b[2K" + text[:160])
+        self.stream.flush()
+        self.shown = bool(text)
