@@ -34,11 +34,24 @@ class QuantityError(ValueError):
     """A value that is not a Kubernetes quantity; the message says what a valid one looks like."""
 
 
+_NEAR_MISS = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KkMmGgTtPpEe])(?:i?[Bb]|i)?$")
+
+
+def _did_you_mean(text: str) -> str:
+    """The quantity a common typo meant: ``4GB``/``4gb``/``4 GiB``/``4gi`` -> ``4Gi`` (or ``4G``)."""
+    match = _NEAR_MISS.match(text)
+    if not match:
+        return "examples: 4Gi, 4096Mi, 20G, 1, 500m"
+    number, letter = match.group(1), match.group(2).upper()
+    binary, decimal = f"{number}{letter}i", f"{number}{'k' if letter == 'K' else letter}"
+    return f"did you mean {binary} (or {decimal}, decimal)?"
+
+
 @lru_cache(maxsize=4096)
 def _parse_text(text: str) -> Fraction:
     match = _QUANTITY.match(text)
     if not match:
-        raise QuantityError(f"{text!r} is not a Kubernetes quantity (examples: 4Gi, 4096Mi, 20G, 1, 500m)")
+        raise QuantityError(f"{text!r} is not a Kubernetes quantity; {_did_you_mean(text)}")
     number, suffix = match.group(1), match.group(2) or ""
     value = Fraction(number)
     if suffix in _BINARY:

@@ -107,7 +107,11 @@ def render(lines: tuple[str, ...] | list[str], indent: str = "    ") -> list[str
                 out.extend(
                     sub + part
                     for part in textwrap.wrap(
-                        f"{action:<5} {rule}: {message}", WIDTH - len(sub), subsequent_indent="      "
+                        f"{action:<5} {rule}: {message}",
+                        WIDTH - len(sub),
+                        subsequent_indent="      ",
+                        break_on_hyphens=False,  # label keys (gpu-admission.io/workload) stay whole
+                        break_long_words=False,
                     )
                 )
             if trace.passed:
@@ -118,6 +122,7 @@ def render(lines: tuple[str, ...] | list[str], indent: str = "    ") -> list[str
                         WIDTH - len(sub),
                         subsequent_indent="      ",
                         break_on_hyphens=False,
+                        break_long_words=False,
                     )
                 )
             continue

@@ -15,6 +15,23 @@ WARNING_LIMIT = 120
 """The apiserver advises warnings of at most 120 characters; longer ones may be truncated."""
 
 
+def short_warning(rule: str, message: str, limit: int = WARNING_LIMIT) -> str:
+    """``[rule] fix (what)`` cut to ``limit``: the fix whole where it fits, the description trimmed first."""
+    what, sep, fix = message.partition("; ")
+    head = f"[{rule}] "
+    if not sep:
+        text = head + message
+        return text if len(text) <= limit else text[: limit - 1] + "…"
+    text = f"{head}{fix} ({what})"
+    if len(text) <= limit:
+        return text
+    room = limit - len(head) - len(fix) - len(" (…)")
+    if room >= 12:  # enough of the description to be worth showing
+        return f"{head}{fix} ({what[:room].rstrip()}…)"
+    text = head + fix
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 @dataclass(frozen=True, slots=True)
 class Violation:
     """One broken rule: the id users grep for, the effective action, where, and how to fix it."""
@@ -30,11 +47,13 @@ class Violation:
         return f"[{self.rule}] {self.message}{where}"
 
     def warning(self) -> str:
-        """An admission warning, cut to the apiserver's advised length without losing the rule id."""
-        text = self.render()
-        if len(text) <= WARNING_LIMIT:
-            return text
-        return text[: WARNING_LIMIT - 1] + "…"
+        """An admission warning as kubectl shows it: rule id and the fix first, within 120 characters.
+
+        Messages read "what is wrong; how to fix it". kubectl users act on the fix, and a warning cut
+        at 120 characters used to lose exactly that part, so the fix leads and the description of
+        the problem fills the room that is left. The full message (and field path) stays in the
+        audit annotation and in ``check``."""
+        return short_warning(self.rule, self.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,9 +118,12 @@ class Decision:
 
     @property
     def audit_annotations(self) -> dict[str, str]:
-        """Audit-level violations as ``auditAnnotations`` (the apiserver prefixes the webhook name)."""
+        """Audit- and warn-level violations, in full, as ``auditAnnotations`` (the apiserver prefixes the
+        webhook name): a warning kubectl shows is the short form, the audit log keeps every word."""
         out: dict[str, str] = {}
-        for v in self.audits:
+        for v in self.violations:
+            if v.action is not Action.AUDIT and v.action is not Action.WARN:
+                continue
             key = v.rule
             out[key] = f"{out[key]}; {v.render()}" if key in out else v.render()
         return out

@@ -6,6 +6,7 @@ taken, and a failed resolution reports the rule matching the first candidate's f
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -44,6 +45,23 @@ class Failure:
     message: str
 
 
+def _how_to_grant(policy: Policy, class_name: str) -> str:
+    """The fix for an entitlement denial: the namespace label of the first entitlement (in the policy's
+    first-match order) that grants the class; remembered per policy."""
+
+    def build() -> str:
+        for ent in policy.namespaces:
+            if class_name not in ent.classes or not (ent.selector.match_labels or ent.selector.match_expressions):
+                continue
+            wanted = [f"{k}={v}" for k, v in ent.selector.match_labels.items()]
+            wanted += [f"{r.key} {r.operator} {','.join(r.values)}".strip() for r in ent.selector.match_expressions]
+            who = f" (entitlement {ent.name})" if ent.name else ""
+            return f"the namespace label {' and '.join(wanted)}{who} grants it: ask the platform team to set it"
+        return "no namespace entitlement grants it: ask the platform team to add it to one"
+
+    return policy.recall(("how-to-grant", class_name), build)
+
+
 def resolve(
     policy: Policy,
     intent: Intent,
@@ -54,10 +72,12 @@ def resolve(
 ) -> Resolution | Failure:
     cls = policy.classes.get(intent.class_name)
     if cls is None:
+        close = difflib.get_close_matches(intent.class_name, list(policy.classes), n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         return Failure(
             "intent-invalid",
             intent.class_path,
-            f"unknown workload class {intent.class_name!r}; classes: {', '.join(sorted(policy.classes))}",
+            f"unknown workload class {intent.class_name!r}; {hint}classes: {', '.join(sorted(policy.classes))}",
         )
     if entitlement is None or intent.class_name not in entitlement.classes:
         allowed = ", ".join(entitlement.classes) if entitlement and entitlement.classes else "none"
@@ -65,7 +85,7 @@ def resolve(
             "class-not-allowed",
             intent.class_path,
             f"namespace {namespace!r} is not entitled to class {intent.class_name!r} (entitled: {allowed}); "
-            "ask the platform team to add it to the namespace's entitlement",
+            + _how_to_grant(policy, intent.class_name),
         )
     isolation = intent.isolation or cls.isolation.default
     if intent.isolation is not None and intent.isolation not in cls.isolation.permitted:
