@@ -206,6 +206,38 @@ def assert_valid(obj: dict) -> None:
             errors += k8s_errors(
                 {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "t"}, "spec": task["template"]["spec"]}
             )
-    else:
+    elif obj.get("apiVersion") in ("v1", "batch/v1", "apps/v1"):
         errors = k8s_errors(obj)
+    else:
+        errors = pod_template_errors(obj)
     assert not errors, errors
+
+
+def pod_template_errors(obj: dict) -> list[str]:
+    """Strict OpenAPI validation of every pod template of a workload CRD the repository has no schema
+    for (Kubeflow, JobSet, LWS, Ray): each template must be a valid ``PodTemplateSpec``, which is what
+    those CRDs embed and what their controllers copy into pods."""
+    from webhook.engine.workload import classify, templates
+
+    kind = classify(obj)
+    assert kind is not None
+    errors = []
+    for tpl in templates(obj, kind):
+        if tpl.virtual:
+            continue
+        node: Any = obj
+        for part in tpl.path:
+            node = node[part]
+        wrapper = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": node}
+        errors += [f"{tpl.dotted()}: {e}" for e in k8s_errors(wrapper)]
+    return errors
+
+
+def schema_errors(obj: dict) -> list[str]:
+    """Schema errors of any object the engine mutates: built-in kinds against the Kubernetes OpenAPI,
+    a Volcano Job against its CRD, other CRDs through their pod templates."""
+    if obj.get("apiVersion") == "batch.volcano.sh/v1alpha1":
+        return volcano_errors(obj)
+    if obj.get("apiVersion") in ("v1", "batch/v1", "apps/v1"):
+        return k8s_errors(obj)
+    return pod_template_errors(obj)

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CORPUS, TRAINING_NS, need_shared
-from tests.engine.helpers import assert_valid, k8s_errors, run, volcano_errors
+from tests.engine.helpers import assert_valid, run, schema_errors
 from webhook import yamlpos
 from webhook.check.formats import Options, write_yaml
 from webhook.check.inputs import read_sources
 from webhook.check.runner import Namespaces, Status, check_sources
 from webhook.cli import main
-from webhook.engine.workload import Kind, classify, templates
+from webhook.engine.workload import classify, templates
 
 
 def corpus_files() -> list[Path]:
@@ -104,7 +104,7 @@ def _gpu_objects() -> list[tuple[str, dict]]:
             if isinstance(doc, yamlpos.SyntaxProblem) or not isinstance(doc.data, dict):
                 continue
             kind = classify(doc.data)
-            if kind not in (Kind.POD, Kind.JOB, Kind.VOLCANO_JOB):
+            if kind is None or not kind.mutate:
                 continue
             if any(
                 "resources" in str(t.spec) and ("nvidia.com" in str(t.spec) or "gpu" in str(t.spec))
@@ -129,7 +129,7 @@ def _with_intent(obj: dict, workload: str) -> dict:
         node = obj
         for part in tpl.path:
             node = node[part]
-        meta = node.setdefault("metadata", {}) if tpl.path else obj.setdefault("metadata", {})
+        meta = node.setdefault("metadata", {}) if tpl.path and not tpl.virtual else obj.setdefault("metadata", {})
         if not isinstance(meta.get("labels"), dict):
             meta["labels"] = {}
         if not isinstance(meta.get("annotations"), dict):
@@ -145,16 +145,12 @@ def test_corpus_with_intent_mutates_into_valid_idempotent_objects(policy, worklo
     assert len(objects) >= 15
     mutated_count = 0
     for where, obj in objects:
-        original_errors = set(k8s_errors(obj)) if classify(obj) is not Kind.VOLCANO_JOB else set(volcano_errors(obj))
+        original_errors = set(schema_errors(obj))
         d = run(policy, _with_intent(obj, workload), training=True)  # asserts patch == mutated, idempotence
         assert d.relevant, where
         if not d.patch:
             continue
         mutated_count += 1
-        out = d.mutated
-        if classify(out) is Kind.VOLCANO_JOB:
-            new = set(volcano_errors(out)) - original_errors
-        else:
-            new = set(k8s_errors(out)) - original_errors
+        new = set(schema_errors(d.mutated)) - original_errors
         assert not new, f"{where} with class {workload}: mutation made it invalid: {new}"
     assert mutated_count >= 10

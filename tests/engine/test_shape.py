@@ -13,8 +13,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from webhook.engine import shape as shape_mod
-from webhook.engine.shape import BOOL, INT, LIST, MAP, SHAPES, STR, STR_MAP, shape_errors
-from webhook.engine.workload import Kind
+from webhook.engine.shape import BOOL, INT, LIST, MAP, STR, STR_MAP, checker, shape_errors
+from webhook.policy.kinds import CompiledKind, builtin_table
+
+KINDS = {kind.name: kind for kind in builtin_table().values()}
+SHAPES = {name: checker(kind)[0] for name, kind in KINDS.items()}
 
 WRONG = st.one_of(
     st.integers(), st.booleans(), st.text(max_size=3), st.lists(st.integers(), max_size=2),
@@ -42,21 +45,22 @@ def _value(shape: Any) -> st.SearchStrategy[Any]:
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(sorted(SHAPES, key=str)).flatmap(lambda k: st.tuples(st.just(k), _value(SHAPES[k]))))
-def test_fast_check_and_reporting_walk_agree(case: tuple[Kind, Any]) -> None:
-    kind, obj = case
+def test_fast_check_and_reporting_walk_agree(case: tuple[str, Any]) -> None:
+    name, obj = case
     if not isinstance(obj, dict):
         return  # classify() never hands the gate anything but a map
-    fast = shape_mod._CHECKS[kind](obj)
+    kind: CompiledKind = KINDS[name]
+    fast = checker(kind)[1](obj)
     errors: list[tuple[str, str]] = []
-    shape_mod._walk(obj, SHAPES[kind], (), errors)
-    assert fast == (not errors), (kind, obj, errors)
+    shape_mod._walk(obj, SHAPES[name], (), errors)
+    assert fast == (not errors), (name, obj, errors)
     assert shape_errors(obj, kind) == errors
 
 
 def test_a_wrong_type_deep_in_a_volcano_task_is_reported_with_its_path() -> None:
     obj = {"spec": {"tasks": [{"template": {"spec": {"containers": [{"env": [{"name": 3}]}]}}}]}}
-    assert not shape_mod._CHECKS[Kind.VOLCANO_JOB](obj)
-    assert shape_errors(obj, Kind.VOLCANO_JOB) == [
+    assert not checker(KINDS['VolcanoJob'])[1](obj)
+    assert shape_errors(obj, KINDS['VolcanoJob']) == [
         ("spec.tasks[0].template.spec.containers[0].env[0].name",
          "spec.tasks[0].template.spec.containers[0].env[0].name must be a string, got an integer")
     ]
@@ -64,8 +68,8 @@ def test_a_wrong_type_deep_in_a_volcano_task_is_reported_with_its_path() -> None
 
 def test_nulls_count_as_absent_at_every_level() -> None:
     obj = {"metadata": None, "spec": {"containers": [None, {"resources": None, "env": [None]}], "nodeSelector": None}}
-    assert shape_mod._CHECKS[Kind.POD](obj)
-    assert shape_errors(obj, Kind.POD) == []
+    assert checker(KINDS['Pod'])[1](obj)
+    assert shape_errors(obj, KINDS['Pod']) == []
 
 
 SAMPLES: tuple[Any, ...] = ("s", 3, True, 1.5, [], ["s"], [3], {}, {"k": "v"}, {"k": 3}, None)
@@ -98,6 +102,6 @@ def test_every_field_with_every_type_gets_the_same_answer_from_both() -> None:
                 obj = _build(path, sample)
                 errors: list[tuple[str, str]] = []
                 shape_mod._walk(obj, shape, (), errors)
-                assert shape_mod._CHECKS[kind](obj) == (not errors), (kind, path, sample, errors)
+                assert checker(KINDS[kind])[1](obj) == (not errors), (kind, path, sample, errors)
                 checked += 1
     assert checked > 1000

@@ -82,4 +82,4 @@ def test_without_defer_each_review_is_written_at_once():
 )
 def test_kind_label_agrees_with_the_engine(obj):
     kind = classify(obj)
-    assert metrics.kind_label(obj) == (kind.value if kind is not None else "other")
+    assert metrics.kind_label(obj) == (kind.name if kind is not None else "other")

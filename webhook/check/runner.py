@@ -196,7 +196,7 @@ def _check_object(
             item_path=prefix,
             message=f"not a Kubernetes object ({what}); kubectl apply would reject it",
         )
-    if classify(obj) is None:
+    if classify(obj, policy) is None:
         if obj.get("kind") in CONTEXT_KINDS:
             message = f"{obj.get('kind')}: read as cluster context, not judged"
             return CheckResult(file, line, Status.SKIPPED, obj=obj, text=doc.text, item_path=prefix, message=message)

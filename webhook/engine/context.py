@@ -9,8 +9,9 @@ from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.intent import Intent
 from webhook.engine.resolve import Failure, Resolution
 from webhook.engine.resources import PodResources, inspect_pod
-from webhook.engine.workload import Kind, Template
+from webhook.engine.workload import Template
 from webhook.policy.compiled import Policy
+from webhook.policy.kinds import CompiledKind
 from webhook.policy.model import Entitlement, GangBackend, WorkloadClass
 
 
@@ -102,7 +103,8 @@ class Gang:
 class Context:
     policy: Policy
     obj: dict[str, Any]
-    kind: Kind
+    kind: str  # the kind's name ("Pod", "VolcanoJob", "PyTorchJob"); a ``Kind`` member for the originals
+    workload: CompiledKind  # the kind table's row: templates, pod count, gang keys per backend
     operation: str
     namespace: str
     namespace_labels: dict[str, str]

@@ -27,8 +27,9 @@ from webhook.engine.resources import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.rules import RULES, effective_action
 from webhook.engine.rules.registry import facts as rule_facts
 from webhook.engine.shape import shape_errors
-from webhook.engine.workload import MUTABLE_KINDS, Kind, Template, classify, templates
+from webhook.engine.workload import Template, classify, dotted, kind_name, templates
 from webhook.policy.compiled import Policy
+from webhook.policy.kinds import CompiledKind
 from webhook.policy.model import Isolation
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -72,7 +73,7 @@ def evaluate(
     ``cluster`` is what the edges know of other objects (claim templates, device classes, nodes): see
     :class:`webhook.engine.cluster.Cluster`. The engine only reads it.
     """
-    kind = classify(obj)
+    kind = classify(obj, policy)
     meta = obj.get("metadata") if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) else {}
     name = str(meta.get("name") or meta.get("generateName") or "")
     display_kind = obj.get("kind", "?") if isinstance(obj, dict) else "?"
@@ -103,16 +104,19 @@ def evaluate(
         )
 
     states = _read_templates(policy, obj, kind)
+    stranded = () if kind.mutate else _stranded_intent(policy, meta, kind, states)
     for s in states:  # relevant when a template declares intent or asks for GPUs
         if s.intent is not None or s.resources.has_gpu:
             break
     else:
-        return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
+        if not stranded:
+            return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
 
     ctx = Context(
         policy=policy,
         obj=obj,
-        kind=kind,
+        kind=kind_name(kind),
+        workload=kind,
         operation=operation,
         namespace=str(ns),
         namespace_labels=labels,
@@ -132,6 +136,7 @@ def evaluate(
                 else "no entitlement"
             )
         )
+    ctx.findings.extend(stranded)
     _resolve_all(ctx)
     ctx.gang = gang_step.derive(ctx)
     if trace is not None and ctx.gang is not None:
@@ -139,7 +144,7 @@ def evaluate(
         trace.append(f"gang: backend {g.backend.value}, {g.size} pod(s)" + (f", name {g.name}" if g.name else ""))
 
     patch = PatchBuilder(obj)
-    if as_received and operation == "CREATE" and kind in MUTABLE_KINDS:
+    if as_received and operation == "CREATE" and kind.mutate:
         mutations.check(ctx)
     else:
         mutations.mutate(ctx, patch)
@@ -155,7 +160,7 @@ def evaluate(
                 state.after_tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources
             )
         violations = _run_rules(ctx)
-    emits_patch = operation == "CREATE" and kind in MUTABLE_KINDS
+    emits_patch = operation == "CREATE" and kind.mutate
     if trace is not None:
         trace.append(
             f"patch: {len(patch.ops)} operation(s)"
@@ -206,17 +211,52 @@ def _mentions_gpu(policy: Policy, obj: Any) -> bool:
     return False
 
 
-def _read_templates(policy: Policy, obj: dict[str, Any], kind: Kind) -> list[TemplateState]:
+_NO_METADATA: dict[str, Any] = {"metadata": {}}
+
+
+def _read_templates(policy: Policy, obj: dict[str, Any], kind: CompiledKind) -> list[TemplateState]:
+    # the object's own metadata is a fallback only where the webhook mutates the object: other
+    # controllers copy nothing but the template to their pods (see _stranded_intent)
+    source = obj if kind.mutate else _NO_METADATA
     out: list[TemplateState] = []
     for tpl in templates(obj, kind):
         state = TemplateState(tpl=tpl, intent=None, policy=policy, targeted_pools=_targeted_pools(policy, tpl))
-        found = read_class(policy, obj, tpl)
+        found = read_class(policy, source, tpl)
         if found is not None and found[0] != OPT_OUT:
-            state.intent = read_intent(policy, obj, tpl, found[0], found[1])
+            state.intent = read_intent(policy, source, tpl, found[0], found[1])
         elif found is None and state.resources.has_gpu:
             state.intent = _adopt(policy, obj, tpl, state.resources, state.targeted_pools)
         out.append(state)
     return out
+
+
+def _stranded_intent(
+    policy: Policy, meta: dict[str, Any], kind: CompiledKind, states: list[TemplateState]
+) -> tuple[Finding, ...]:
+    """Intent keys on the own metadata of a kind that is only validated: its controller copies only
+    the template to the pods, so the key would silently do nothing. Each is an ``intent-invalid``
+    finding that names where to move it."""
+    keys = policy.keys
+    found: list[Finding] = []
+    where = states[0].tpl.dotted("metadata") if states else "the pod template's metadata"
+    for section, wanted in (("labels", (keys.workload,)), ("annotations", sorted(keys.annotations))):
+        values = meta.get(section)
+        if not isinstance(values, dict):
+            continue
+        for key in wanted:
+            if key in values and not all(
+                isinstance(s.tpl.metadata.get(section), dict) and key in s.tpl.metadata[section] for s in states
+            ):
+                found.append(
+                    Finding(
+                        "intent-invalid",
+                        dotted(("metadata", section, key)),
+                        f"{key} on the {kind.name}'s own metadata never reaches its pods (the controller "
+                        f"copies only the pod template); move it to {where}.{section}",
+                        None,
+                    )
+                )
+    return tuple(found)
 
 
 def _targeted_pools(policy: Policy, tpl: Template) -> tuple[str, ...]:
@@ -320,13 +360,15 @@ def _where(state: TemplateState) -> str:
 
 
 def _template_at(doc: dict[str, Any], tpl: Template) -> Template:
+    if tpl.virtual:  # built from a resources field, never patched
+        return tpl
     node: Any = doc
     for part in tpl.path:
         node = node[part] if isinstance(node, dict | list) else {}
     node = node if isinstance(node, dict) else {}
     meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
     spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
-    return Template(tpl.path, meta, spec, tpl.replicas, tpl.task)
+    return Template(tpl.path, meta, spec, tpl.replicas, tpl.task, tpl.gang, tpl.virtual, tpl.bindings)
 
 
 def _run_rules(ctx: Context) -> tuple[Violation, ...]:

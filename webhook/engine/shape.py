@@ -9,10 +9,13 @@ up front, and reports a malformed object with the path and the expected type —
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
-from webhook.engine.workload import Kind, dotted
+from webhook.engine.workload import dotted
+from webhook.policy.kinds import CompiledKind, GangValue, Wild
 
 STR_MAP = "map of strings"
 MAP, LIST, STR, INT, BOOL = "map", "list", "string", "integer", "boolean"
@@ -47,22 +50,76 @@ _META: dict[str, Any] = {"name": STR, "namespace": STR, "generateName": STR, "la
 _TEMPLATE: dict[str, Any] = {"metadata": _META, "spec": _POD_SPEC}
 _JOB_SPEC: dict[str, Any] = {"parallelism": INT, "completions": INT, "template": _TEMPLATE}
 
-SHAPES: dict[Kind, dict[str, Any]] = {
-    Kind.POD: {"metadata": _META, "spec": _POD_SPEC},
-    Kind.JOB: {"metadata": _META, "spec": _JOB_SPEC},
-    Kind.CRONJOB: {"metadata": _META, "spec": {"jobTemplate": {"metadata": _META, "spec": _JOB_SPEC}}},
-    Kind.VOLCANO_JOB: {
-        "metadata": _META,
-        "spec": {
-            "schedulerName": STR,
-            "minAvailable": INT,
-            "networkTopology": MAP,
-            "tasks": [{"name": STR, "replicas": INT, "minAvailable": INT, "template": _TEMPLATE}],
-        },
-    },
-}
-for _kind in (Kind.DEPLOYMENT, Kind.STATEFULSET, Kind.REPLICASET, Kind.DAEMONSET):
-    SHAPES[_kind] = {"metadata": _META, "spec": {"replicas": INT, "template": _TEMPLATE}}
+
+
+def _put(tree: dict[str, Any], path: tuple, leaf: Any) -> None:
+    """Add ``leaf`` (a type or a shape) at ``path`` of the shape ``tree``; ``*`` keys stand for every map value."""
+    node: Any = tree
+    for i, part in enumerate(path):
+        last = i == len(path) - 1
+        if part is Wild.LIST:
+            if not isinstance(node, list):
+                return
+            if last:
+                node[:] = [_merge(node[0] if node else None, leaf)]
+                return
+            if not node or isinstance(node[0], str):
+                node[:] = [[] if path[i + 1] is Wild.LIST else {}]
+            node = node[0]
+            continue
+        key = "*" if part is Wild.MAP else part
+        if not isinstance(node, dict) or isinstance(key, int):
+            return
+        if last:
+            node[key] = _merge(node.get(key), leaf)
+            return
+        nxt = path[i + 1]
+        child = node.get(key)
+        if child is None or isinstance(child, str):
+            child = node[key] = [] if nxt is Wild.LIST else {}
+        node = child
+
+
+def _merge(old: Any, new: Any) -> Any:
+    if old is None or (isinstance(old, str) and not isinstance(new, str)):
+        return copy.deepcopy(new)
+    if isinstance(old, dict) and isinstance(new, dict):
+        out = dict(old)
+        for key, value in new.items():
+            out[key] = _merge(out.get(key), value)
+        return out
+    return old
+
+
+def shape_of(kind: CompiledKind) -> dict[str, Any]:
+    """The fields of ``kind`` the engine reads or writes, with their types: templates, counts, gang keys."""
+    tree: dict[str, Any] = {"metadata": dict(_META)}
+    for tpl in kind.templates:
+        if tpl.resources is not None:
+            _put(tree, tpl.resources, {"limits": MAP, "requests": MAP})
+        elif tpl.path == ():
+            tree = _merge(tree, _TEMPLATE)
+        else:
+            _put(tree, tpl.path, _TEMPLATE)
+        for count in tpl.replicas:
+            for field in (*count.fields, count.at_most):
+                if field is not None:
+                    _put(tree, field, INT)
+        if tpl.role is not None:
+            _put(tree, tpl.role, STR)
+    for keys in kind.backends.values():
+        for key in keys:
+            if key.template:
+                continue
+            if key.as_string:
+                _put(tree, key.path[:-1], STR_MAP)
+            elif key.value in (GangValue.SIZE, GangValue.REPLICAS):
+                _put(tree, key.path, INT)
+            else:
+                _put(tree, key.path, STR)
+    if kind.network_topology is not None:
+        _put(tree, kind.network_topology, MAP)
+    return tree
 
 
 def _type_ok(value: Any, expected: str) -> bool:
@@ -92,11 +149,12 @@ def _describe(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def shape_errors(obj: dict[str, Any], kind: Kind) -> list[tuple[str, str]]:
+def shape_errors(obj: dict[str, Any], kind: CompiledKind) -> list[tuple[str, str]]:
     """(field path, message) for every touched field whose type is wrong. Null counts as absent."""
     errors: list[tuple[str, str]] = []
-    if not _CHECKS[kind](obj):  # fast pass: a well-formed object (the usual case) needs nothing more
-        _walk(obj, SHAPES[kind], (), errors)
+    shape, check = checker(kind)
+    if not check(obj):  # fast pass: a well-formed object (the usual case) needs nothing more
+        _walk(obj, shape, (), errors)
     return errors
 
 
@@ -121,7 +179,10 @@ def _walk(value: Any, shape: Any, path: tuple[str | int, ...], errors: list[tupl
         )
         return
     for key, sub in shape.items():
-        if key in value:
+        if key == "*":
+            for name, item in value.items():
+                _walk(item, sub, (*path, name), errors)
+        elif key in value:
             _walk(value[key], sub, (*path, key), errors)
 
 
@@ -159,6 +220,11 @@ def _emit(shape: Any, var: str, indent: str, lines: list[str], names: list[int])
     lines.append(f"{indent}if type({var}) is not dict and not isinstance({var}, dict): return False")
     for key, sub in shape.items():
         child = fresh()
+        if key == "*":
+            lines.append(f"{indent}for {child} in {var}.values():")
+            lines.append(f"{indent}    if {child} is not None:")
+            _emit(sub, child, indent + "        ", lines, names)
+            continue
         lines.append(f"{indent}{child} = {var}.get({key!r})")
         lines.append(f"{indent}if {child} is not None:")
         _emit(sub, child, indent + "    ", lines, names)
@@ -181,4 +247,8 @@ def _compile(shape: Any, name: str) -> Check:
     return namespace[name]  # type: ignore[no-any-return]
 
 
-_CHECKS: dict[Kind, Check] = {kind: _compile(shape, f"shape_{kind.name.lower()}") for kind, shape in SHAPES.items()}
+@lru_cache(maxsize=256)
+def checker(kind: CompiledKind) -> tuple[dict[str, Any], Check]:
+    """The kind's shape and its compiled yes/no check, built once per kind (table rows compare by identity)."""
+    shape = shape_of(kind)
+    return shape, _compile(shape, "shape_" + "".join(c if c.isalnum() else "_" for c in kind.name.lower()))

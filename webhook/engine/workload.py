@@ -1,7 +1,9 @@
-"""Where the pod templates live in each kind the product understands.
+"""Where the pod templates live in each kind the product understands: read from the kind table.
 
-The engine never special-cases kinds beyond this table: a Pod is "a template at the root", a Job is
-"one template at spec.template", a Volcano Job is "one template per task".
+The engine never special-cases kinds: a Pod is "a template at the root", a Job is "one template at
+spec.template", a Volcano Job is "one template per task", a PyTorchJob "one per replica spec". Those
+facts are data (``webhook/policy/builtin_kinds.yaml`` and the policy's ``workloadKinds``); this module
+turns an object and its kind's row into the ``Template`` list every mutation step and rule reads.
 """
 
 from __future__ import annotations
@@ -9,10 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from webhook.policy.kinds import CompiledKind, CompiledTemplate, Wild, bind, builtin_table, lookup
+
+if TYPE_CHECKING:
+    from webhook.policy.compiled import Policy
 
 
 class Kind(StrEnum):
+    """Names of the original built-in kinds (``CompiledKind.name``); kept for readers that compare
+    ``ctx.kind``. New code reads the kind's traits from ``ctx.workload`` instead."""
+
     POD = "Pod"
     JOB = "Job"
     VOLCANO_JOB = "VolcanoJob"
@@ -23,19 +33,12 @@ class Kind(StrEnum):
     DAEMONSET = "DaemonSet"
 
 
-MUTABLE_KINDS = frozenset({Kind.POD, Kind.JOB, Kind.VOLCANO_JOB})
-"""Kinds that get a patch. Controllers are validated as their pods would be after mutation (SPEC §4)."""
+_NAMES = {k.value: k for k in Kind}
 
-KINDS_BY_TYPE: dict[tuple[str, str], Kind] = {  # (apiVersion, kind) -> Kind
-    ("v1", "Pod"): Kind.POD,
-    ("batch/v1", "Job"): Kind.JOB,
-    ("batch.volcano.sh/v1alpha1", "Job"): Kind.VOLCANO_JOB,
-    ("batch/v1", "CronJob"): Kind.CRONJOB,
-    ("apps/v1", "Deployment"): Kind.DEPLOYMENT,
-    ("apps/v1", "StatefulSet"): Kind.STATEFULSET,
-    ("apps/v1", "ReplicaSet"): Kind.REPLICASET,
-    ("apps/v1", "DaemonSet"): Kind.DAEMONSET,
-}
+
+def kind_name(kind: CompiledKind) -> str:
+    """The kind's name, as a ``Kind`` member where it is one of the original built-ins."""
+    return _NAMES.get(kind.name, kind.name) if kind.builtin else kind.name
 
 
 @dataclass(slots=True)
@@ -47,8 +50,11 @@ class Template:
     path: tuple[str | int, ...]  # path of the template itself (() for a Pod)
     metadata: dict[str, Any]
     spec: dict[str, Any]
-    replicas: int
-    task: str | None = None  # Volcano task name
+    replicas: int  # pods of this template in one gang
+    task: str | None = None  # the template's role: Volcano task name, replica type, worker group
+    gang: bool = True  # its pods join the workload's gang
+    virtual: bool = False  # built from a resources field (TrainJob): judged, never patched
+    bindings: tuple[str | int, ...] = ()  # the concrete keys/indices of the kind's path wildcards
 
     @property
     def meta_path(self) -> tuple[str | int, ...]:
@@ -62,60 +68,86 @@ class Template:
         return dotted((*self.path, *rest))
 
 
-def classify(obj: Any) -> Kind | None:
+def classify(obj: Any, policy: Policy | None = None) -> CompiledKind | None:
+    """The kind table's row for ``obj`` (the policy's table, with its ``workloadKinds``), or None."""
     if not isinstance(obj, dict):
         return None
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not isinstance(api_version, str) or not isinstance(kind, str):
         return None
-    return KINDS_BY_TYPE.get((api_version, kind))
+    table = policy.kinds if policy is not None else builtin_table()
+    return table.get((api_version, kind))
 
 
 def _map(value: Any) -> dict[str, Any]:
     return value if type(value) is dict or isinstance(value, dict) else {}
 
 
-def _int(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
+def _expand(node: Any, path: tuple, at: int, concrete: tuple, bound: tuple, out: list) -> None:
+    """Every concrete (path, bindings, node) the wildcard path matches, in document order."""
+    while at < len(path):
+        part = path[at]
+        if part is Wild.LIST:
+            if isinstance(node, list):
+                for i, item in enumerate(node):
+                    _expand(item, path, at + 1, (*concrete, i), (*bound, i), out)
+            return
+        if part is Wild.MAP:
+            if isinstance(node, dict):
+                for key, item in node.items():
+                    if isinstance(key, str):
+                        _expand(item, path, at + 1, (*concrete, key), (*bound, key), out)
+            return
+        if not isinstance(node, dict):
+            return
+        node = node.get(part)
+        if node is None:
+            return
+        concrete = (*concrete, part)
+        at += 1
+    out.append((concrete, bound, node))
 
 
-def templates(obj: dict[str, Any], kind: Kind) -> list[Template]:
-    spec = _map(obj.get("spec"))
-    if kind is Kind.POD:
-        return [Template((), _map(obj.get("metadata")), spec, 1)]
-    if kind is Kind.VOLCANO_JOB:
-        out = []
-        tasks = spec.get("tasks")
-        for i, task in enumerate(tasks if isinstance(tasks, list) else []):
-            task = _map(task)
-            tpl = _map(task.get("template"))
-            out.append(
-                Template(
-                    ("spec", "tasks", i, "template"),
-                    _map(tpl.get("metadata")),
-                    _map(tpl.get("spec")),
-                    _int(task.get("replicas"), 0),
-                    task=task.get("name") if isinstance(task.get("name"), str) else None,
-                )
-            )
-        return out
-    if kind is Kind.CRONJOB:
-        job_spec = _map(_map(spec.get("jobTemplate")).get("spec"))
-        tpl = _map(job_spec.get("template"))
-        return [
-            Template(
-                ("spec", "jobTemplate", "spec", "template"),
-                _map(tpl.get("metadata")),
-                _map(tpl.get("spec")),
-                _int(job_spec.get("parallelism"), 1),
-            )
-        ]
-    tpl = _map(spec.get("template"))
-    replicas = {
-        Kind.JOB: _int(spec.get("parallelism"), 1),
-        Kind.DAEMONSET: 1,
-    }.get(kind, _int(spec.get("replicas"), 1))
-    return [Template(("spec", "template"), _map(tpl.get("metadata")), _map(tpl.get("spec")), replicas)]
+def _template(obj: dict[str, Any], rule: CompiledTemplate, path: tuple, bound: tuple, node: Any) -> Template:
+    replicas = 1
+    for count in rule.replicas:
+        replicas *= count.value(obj, bound)
+    role = rule.name
+    if rule.role is not None:
+        found = lookup(obj, bind(rule.role, bound))
+        role = found if isinstance(found, str) else role
+    elif role is None and bound and isinstance(bound[-1], str):
+        role = bound[-1]
+    node = _map(node)
+    if rule.resources is not None:  # one container whose resources the object states (TrainJob)
+        resources = lookup(obj, rule.resources)
+        container: dict[str, Any] = {"name": rule.container}
+        if isinstance(resources, dict):
+            container["resources"] = resources
+        return Template(path, {}, {"containers": [container]}, replicas, role, rule.gang, True, bound)
+    return Template(path, _map(node.get("metadata")), _map(node.get("spec")), replicas, role, rule.gang, False, bound)
+
+
+def templates(obj: dict[str, Any], kind: CompiledKind) -> list[Template]:
+    """The object's pod templates, in the order of the kind's table and then of the document."""
+    out: list[Template] = []
+    for rule in kind.templates:
+        if rule.path == ():
+            out.append(Template((), _map(obj.get("metadata")), _map(obj.get("spec")), 1, rule.name, rule.gang))
+            continue
+        found: list = []
+        _expand(obj, rule.path, 0, (), (), found)
+        for path, bound, node in found:
+            out.append(_template(obj, rule, path, bound, node))
+    return out
+
+
+def gangs(obj: dict[str, Any], kind: CompiledKind) -> int:
+    """How many gangs the object makes: one, or one per group (LeaderWorkerSet replicas)."""
+    if kind.groups is None:
+        return 1
+    value = lookup(obj, kind.groups)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 1
 
 
 def dotted(path: tuple[str | int, ...] | list[str | int]) -> str:

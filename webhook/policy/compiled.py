@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar, TypeVar
 
+from webhook.policy.kinds import CompiledKind, builtin_table, kind_table
 from webhook.policy.model import (
     Entitlement,
     GPUModel,
@@ -137,6 +138,8 @@ class Policy:
     gpu_prefixes: tuple[str, ...] = ()
     rdma_resources: frozenset[str] = frozenset()
     mig_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # resource -> models offering it
+    kinds: dict[tuple[str, str], CompiledKind] = field(default_factory=builtin_table)
+    """(apiVersion, kind) -> the kind table's row: the built-ins and the policy's ``workloadKinds``."""
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """Results of pure functions of this policy and small request facts (see :meth:`recall`)."""
 
@@ -210,6 +213,7 @@ class Policy:
             gpu_prefixes=settings.gpu_resource_prefixes,
             rdma_resources=rdma | frozenset({"rdma/"}),
             mig_resources={k: tuple(v) for k, v in mig.items()},
+            kinds=kind_table(spec.workload_kinds),
         )
 
     # --- entitlement -------------------------------------------------------------------------

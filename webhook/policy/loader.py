@@ -59,6 +59,7 @@ class _Merge:
     spec: dict[str, Any] = field(default_factory=dict)
     origin: dict[tuple[str, str], _Source] = field(default_factory=dict)  # (section, name) -> source
     namespaces: list[tuple[_Source, int]] = field(default_factory=list)
+    workload_kinds: list[tuple[_Source, int]] = field(default_factory=list)
     settings_source: _Source | None = None
 
 
@@ -223,6 +224,9 @@ def _merge(documents: list[tuple[_Source, PolicyDocument]], issues: list[PolicyI
         for index, value in enumerate(raw_spec.get("namespaces") or []):
             merge.namespaces.append((source, index))
             spec["namespaces"].append(value)
+        for index, value in enumerate(raw_spec.get("workloadKinds") or []):
+            merge.workload_kinds.append((source, index))
+            spec.setdefault("workloadKinds", []).append(value)
         del doc  # validated per document already; the merged dict is validated again as a whole
     merge.spec = spec
     return merge
@@ -248,6 +252,9 @@ def _merged_origin(merge: _Merge, loc: tuple[Any, ...]) -> tuple[_Source | None,
     if loc and loc[0] == "namespaces" and len(loc) > 1 and isinstance(loc[1], int):
         source, index = merge.namespaces[loc[1]]
         return source, ("spec", "namespaces", index, *loc[2:])
+    if loc and loc[0] == "workloadKinds" and len(loc) > 1 and isinstance(loc[1], int):
+        source, index = merge.workload_kinds[loc[1]]
+        return source, ("spec", "workloadKinds", index, *loc[2:])
     if loc and loc[0] == "settings":
         return merge.settings_source, ("spec", *loc)
     return None, ("spec", *loc)

@@ -15,6 +15,14 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic.alias_generators import to_camel
 
 from webhook.actions import Action
+from webhook.policy.kinds import (  # noqa: F401  (re-exported: the field reference documents them)
+    Count,
+    GangKey,
+    GangKind,
+    TemplateKind,
+    TopologyKey,
+    WorkloadKindSpec,
+)
 from webhook.quantity import QuantityError, parse_quantity
 
 API_VERSION = "gpu-admission.io/v1"
@@ -397,6 +405,12 @@ class PolicySpec(Model):
     rules: dict[str, RuleSettings] = Field(default_factory=dict)
     priority_classes: dict[Name, PriorityClassSpec] = Field(
         default_factory=dict, description="PriorityClasses `policy render` creates for the classes that name them"
+    )
+    workload_kinds: tuple[WorkloadKindSpec, ...] = Field(
+        (),
+        alias="workloadKinds",
+        description="the platform's own workload CRDs, described like the built-in kinds (template paths, "
+        "replica fields, gang keys per backend)",
     )
 
 

@@ -61,6 +61,11 @@ FIELDS: dict[str, dict[str, Any]] = {
             "PriorityClasses `gpu-admission policy render` creates, by name (the ones classes name)",
             "priorityClasses: {gpu-training: {value: 50000}}",
         ),
+        "workloadKinds": (
+            "the platform's own workload CRDs, described like the built-in kinds",
+            "workloadKinds: [{apiVersion: example.com/v1, kind: TrainRun, mutate: true, "
+            "templates: [{path: 'spec.workers[*].template'}]}]",
+        ),
     },
     "PriorityClassSpec": {
         "": "A PriorityClass the classes name; without it the API server rejects their pods.",
@@ -70,6 +75,91 @@ FIELDS: dict[str, dict[str, Any]] = {
             "preemptionPolicy: Never",
         ),
         "description": ("shown by `kubectl get priorityclass`", "description: gang-scheduled GPU training"),
+    },
+    "WorkloadKindSpec": {
+        "": "One workload kind: where its pod templates are, how many pods it runs, which keys each gang "
+        "backend reads. The built-in kinds are the same data, shipped.",
+        "apiVersion": ("group/version of the CRD", "apiVersion: example.com/v1"),
+        "kind": ("kind of the CRD", "kind: TrainRun"),
+        "name": ("display name in messages and the explanation (default: kind)", "name: TrainRun"),
+        "mutate": (
+            "patched at CREATE like a Job (true), or validated as its pods will be (false)",
+            "mutate: true",
+        ),
+        "templates": ("its pod templates", "templates: [{path: 'spec.workers[*].template'}]"),
+        "gang": ("how its gang is named, sized and selected", "gang: {selector: example.com/run-name}"),
+        "backends": (
+            "per gang backend, the keys its integration reads; a backend not listed cannot gang this kind",
+            "backends: {kueue: [{path: 'metadata.labels[kueue.x-k8s.io/queue-name]', value: queue, minPods: 1}]}",
+        ),
+        "topology": (
+            "annotations its controller turns into packing",
+            "topology: [{path: 'metadata.annotations[example.com/exclusive-topology]'}]",
+        ),
+        "networkTopology": ("Volcano networkTopology field of the object", "networkTopology: spec.networkTopology"),
+        "validateFields": ("check Volcano Job field names (unknown-field)", "validateFields: false"),
+        "sample": (
+            "a sample object: lint warns about template paths that match nothing in it",
+            "sample: {spec: {workers: [{template: {spec: {containers: []}}}]}}",
+        ),
+    },
+    "TemplateKind": {
+        "": "Where one pod template (or a list or map of them) is, and how many pods it runs per gang.",
+        "path": ("field path of the PodTemplateSpec, with [*] and * wildcards", "path: 'spec.workers[*].template'"),
+        "replicas": (
+            "pods per gang: the product of these factors",
+            "replicas: [{fields: ['spec.workers[*].replicas']}]",
+        ),
+        "role": ("field holding the template's role name", "role: 'spec.workers[*].name'"),
+        "name": ("a fixed role name", "name: head"),
+        "gang": ("its pods join the gang", "gang: true"),
+        "resources": (
+            "a ResourceRequirements field instead of a pod template (judged, never patched)",
+            "resources: spec.trainer.resourcesPerNode",
+        ),
+        "container": ("name of the container those resources belong to", "container: node"),
+    },
+    "Count": {
+        "": "One factor of a template's pod count.",
+        "fields": ("first integer found wins", "fields: ['spec.workers[*].replicas']"),
+        "default": ("when no field is set", "default: 1"),
+        "atMost": ("capped by this field", "atMost: spec.completions"),
+        "minus": ("subtracted when minusWhen is present", "minus: 1"),
+        "minusWhen": ("field whose presence makes minus apply", "minusWhen: spec.leaderTemplate"),
+    },
+    "GangKind": {
+        "": "How the kind's gang is named, sized and selected.",
+        "name": ("`object` (metadata.name) or `intent` (the gang annotation)", "name: object"),
+        "size": ("`replicas` (Σ template pods) or `intent` (gang-size)", "size: replicas"),
+        "selector": (
+            "label the controller puts on every pod with the gang's name (topology selects the gang by it)",
+            "selector: example.com/run-name",
+        ),
+        "writeSelector": ("the webhook writes the selector label itself", "writeSelector: false"),
+        "groups": ("one gang per group: the number of groups", "groups: spec.replicas"),
+    },
+    "GangKey": {
+        "": "A key a gang backend reads on this kind, with what the webhook writes (when absent) and checks.",
+        "path": ("field path on the object (or in each template)", "path: spec.runPolicy.minAvailable"),
+        "template": ("path relative to each pod template of the gang", "template: false"),
+        "value": (
+            "`scheduler`, `size`, `name`, `queue`, `priorityClass` or `replicas` (checked only)",
+            "value: size",
+        ),
+        "literal": ("a fixed value instead", "literal: 'true'"),
+        "minPods": ("written only for gangs of at least this many pods", "minPods: 2"),
+        "needsName": ("written only when the gang has a name", "needsName: false"),
+        "write": ("false: only checked", "write: true"),
+        "check": (
+            "`below` or `differs`: a present value below (other than) the derived one is gang-incomplete",
+            "check: below",
+        ),
+        "sizeName": ("what the size is called in messages", "sizeName: replicas"),
+    },
+    "TopologyKey": {
+        "": "An annotation the kind's controller turns into packing; it gets the level's node label key.",
+        "path": ("where the node label key goes", "path: 'metadata.annotations[example.com/exclusive-topology]'"),
+        "requiredOnly": ("only for `:required` topology", "requiredOnly: false"),
     },
     "Settings": {
         "": "Settings that apply to the whole policy.",
@@ -304,6 +394,12 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("RuleSettings", "spec.rules.<rule-id>"),
     ("NamespaceAction", "spec.rules.<rule-id>.namespaces[]"),
     ("PriorityClassSpec", "spec.priorityClasses.<name>"),
+    ("WorkloadKindSpec", "spec.workloadKinds[]"),
+    ("TemplateKind", "spec.workloadKinds[].templates[]"),
+    ("Count", "spec.workloadKinds[].templates[].replicas[]"),
+    ("GangKind", "spec.workloadKinds[].gang"),
+    ("GangKey", "spec.workloadKinds[].backends.<backend>[]"),
+    ("TopologyKey", "spec.workloadKinds[].topology[]"),
 )
 
 _QUANTITY_FIELDS = {("GPUModel", "memory"), ("WorkloadClass", "maxGPUMemory"),

@@ -20,7 +20,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from webhook.engine.workload import KINDS_BY_TYPE, classify
+from webhook.engine.workload import classify
+from webhook.policy.kinds import builtin_table
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -228,10 +229,11 @@ def kind_label(obj: Any) -> str:
             return _KIND_LABELS.get((api_version, kind), "other")
         return "other"
     workload = classify(obj)
-    return workload.value if workload is not None else "other"
+    return workload.name if workload is not None else "other"
 
 
-_KIND_LABELS = {key: workload.value for key, workload in KINDS_BY_TYPE.items()}
+_KIND_LABELS = {key: workload.name for key, workload in builtin_table().items()}
+"""Built-in kinds only: a policy's own kinds count as ``other``, so the label set stays fixed."""
 
 
 def exposition_registry() -> CollectorRegistry:

@@ -35,12 +35,12 @@ def check(ctx: Context) -> None:
 
 def mutate(ctx: Context, patch: PatchBuilder) -> None:
     for state in ctx.states:
-        if state.resolution is None:
+        if state.resolution is None or state.tpl.virtual:
             continue
         for _, step in TEMPLATE_STEPS:
             step(ctx, state, patch)
     for _, workload_step in WORKLOAD_STEPS:
         workload_step(ctx, patch)
     for state in ctx.states:
-        if state.resolution is not None:
+        if state.resolution is not None and not state.tpl.virtual:
             TOPOLOGY_STEP(ctx, state, patch)

@@ -1,17 +1,21 @@
 """SPEC §3 rows 'gang': the all-or-nothing group for Volcano, Kueue or coscheduling.
 
-The gang is derived from the workload (Volcano Job: Σ task replicas; batch/v1 Job: parallelism; bare
-pods: the ``gang``/``gang-size`` annotations), then spelled in the backend's own keys. Values the user
-or another webhook already set are kept; a *wrong* value is a validation finding, not an overwrite.
+The gang is derived from the workload with the kind table's pod count (Σ replicas of its templates;
+a bare pod's ``gang``/``gang-size`` annotations), then spelled in the keys the kind's integration
+with the class's backend reads (``CompiledKind.backends``). Values the user or another webhook
+already set are kept; a *wrong* value is a validation finding, not an overwrite.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from webhook.engine.context import Context, Gang
 from webhook.engine.mutations.scheduling import set_scheduler
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.volcano_fields import first_wave, task_replicas, tasks_of
+from webhook.engine.volcano_fields import first_wave, tasks_of
 from webhook.engine.workload import Kind
+from webhook.policy.kinds import CompiledKey, GangValue, Wild, bind
 from webhook.policy.model import GangBackend
 
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
@@ -25,36 +29,23 @@ VOLCANO_JOB_NAME = "volcano.sh/job-name"
 JOB_NAME = "batch.kubernetes.io/job-name"
 
 
-def job_paths(kind: Kind) -> tuple[tuple, tuple]:
+def job_paths(kind: str) -> tuple[tuple, tuple]:
     """(metadata path, spec path) of the batch Job inside the object."""
-    if kind is Kind.CRONJOB:
+    if kind == Kind.CRONJOB:
         return ("spec", "jobTemplate", "metadata"), ("spec", "jobTemplate", "spec")
     return ("metadata",), ("spec",)
 
 
 def pod_count(ctx: Context) -> int:
-    if ctx.kind is Kind.VOLCANO_JOB:  # a negative count creates no pods (and is workload-invalid)
-        return sum(task_replicas(t) for t in tasks_of(ctx.obj))
-    if ctx.kind in (Kind.JOB, Kind.CRONJOB):
-        _, job_spec = job_paths(ctx.kind)
-        node = ctx.obj
-        for part in job_spec:
-            node = node.get(part) if isinstance(node, dict) else None
-        job = node if isinstance(node, dict) else {}
-        parallelism = job.get("parallelism", 1)
-        completions = job.get("completions")
-        if not isinstance(parallelism, int) or isinstance(parallelism, bool):
-            parallelism = 1
-        if isinstance(completions, int) and not isinstance(completions, bool) and completions < parallelism:
-            return completions
-        return parallelism
-    if ctx.kind is Kind.POD:
+    """Pods in one gang: the gang-size intent (bare pods), else Σ replicas of the templates that join it
+    (a negative count creates no pods, and is workload-invalid)."""
+    if ctx.workload.spec.gang.size == "intent":
         primary = ctx.primary
         if primary is not None and primary.intent is not None and primary.intent.gang_size:
             return primary.intent.gang_size
         total = kueue_total(ctx.obj)  # the group the user spelled in Kueue's own keys
         return total if total is not None else 1
-    return max((s.tpl.replicas for s in ctx.states), default=1)
+    return sum(s.tpl.replicas for s in ctx.states if s.tpl.gang)
 
 
 def _pod_meta(obj: dict, section: str) -> dict:
@@ -77,25 +68,28 @@ def derive(ctx: Context) -> Gang | None:
         return None
     backend = primary.cls.gang.backend
     size = pod_count(ctx)
-    name: str | None = (
-        ctx.name if ctx.kind is not Kind.POD else (primary.intent.gang if primary.intent else None)
-    )
-    meta = ctx.obj.get("metadata") if isinstance(ctx.obj.get("metadata"), dict) else {}
-    if ctx.kind is not Kind.POD and not meta.get("name"):
-        name = None  # generateName: the final name is not known at admission
-    if ctx.kind is Kind.POD and name is None and backend is GangBackend.KUEUE:
-        group = _pod_meta(ctx.obj, "labels").get(KUEUE_GROUP)  # the user named the group in Kueue's key
-        name = group if isinstance(group, str) and group else None
+    rules = ctx.workload.spec.gang
+    name: str | None
+    if rules.name == "intent":
+        name = primary.intent.gang if primary.intent else None
+        if name is None and backend is GangBackend.KUEUE:
+            group = _pod_meta(ctx.obj, "labels").get(KUEUE_GROUP)  # the user named the group in Kueue's key
+            name = group if isinstance(group, str) and group else None
+    else:
+        meta = ctx.obj.get("metadata") if isinstance(ctx.obj.get("metadata"), dict) else {}
+        name = ctx.name if meta.get("name") else None  # generateName: the final name is not known at admission
+    # Volcano's dependsOn: only the tasks created first can form the gang (see Gang.start)
     start = first_wave(tasks_of(ctx.obj)) if ctx.kind is Kind.VOLCANO_JOB else None
     selector: dict[str, str] | None = None
-    if name:
-        if ctx.kind is Kind.VOLCANO_JOB:
-            selector = {VOLCANO_JOB_NAME: name}
-        elif ctx.kind is Kind.JOB:
-            selector = {JOB_NAME: name}
-        elif ctx.kind is Kind.POD:
-            selector = {f"{ctx.policy.settings.prefix}/gang": name}
+    if name and rules.selector:
+        selector = {rules.selector.replace("{prefix}", ctx.policy.settings.prefix): name}
     return Gang(backend=backend, name=name, size=size, selector=selector, start=start)
+
+
+def backend_keys(ctx: Context) -> tuple[CompiledKey, ...] | None:
+    """The keys the class's backend reads on this kind, or None when it has no integration for it."""
+    assert ctx.gang is not None
+    return ctx.workload.backends.get(ctx.gang.backend.value)
 
 
 def scheduler_for(ctx: Context) -> str:
@@ -111,59 +105,73 @@ def kueue_queue(ctx: Context) -> str | None:
     return primary.cls.kueue_queue if primary is not None and primary.cls is not None else None
 
 
+def value_for(ctx: Context, key: CompiledKey, replicas: int | None = None) -> str | int | None:
+    """What the webhook writes at ``key`` for this gang (None: not known, so not written)."""
+    gang, primary = ctx.gang, ctx.primary
+    assert gang is not None and primary is not None and primary.cls is not None
+    if key.literal is not None:
+        return key.literal
+    value: str | int | None
+    if key.value is GangValue.SCHEDULER:
+        value = scheduler_for(ctx) if gang.backend is GangBackend.VOLCANO else primary.cls.gang.scheduler_name
+    elif key.value is GangValue.SIZE:
+        value = gang.min_member
+    elif key.value is GangValue.REPLICAS:
+        value = replicas
+    elif key.value is GangValue.NAME:
+        value = gang.name
+    elif key.value is GangValue.QUEUE:
+        value = kueue_queue(ctx)
+    else:
+        value = primary.cls.priority_class_name
+    if isinstance(value, int) and key.as_string:
+        return str(value)
+    return value
+
+
+def applies(ctx: Context, key: CompiledKey) -> bool:
+    gang = ctx.gang
+    assert gang is not None
+    return gang.size >= key.min_pods and (gang.name is not None or not key.needs_name)
+
+
+def targets(ctx: Context, key: CompiledKey) -> Iterator[tuple[tuple[str | int, ...], int, str | None]]:
+    """(concrete path, that template's replicas, its role) of every place ``key`` names in this object."""
+    if key.template:
+        for state in ctx.states:
+            if state.tpl.gang and not state.tpl.virtual:
+                yield (*state.tpl.path, *key.path), state.tpl.replicas, state.tpl.task  # type: ignore[misc]
+        return
+    if not any(isinstance(p, Wild) for p in key.path):
+        yield key.path, ctx.gang.size if ctx.gang is not None else 1, None  # type: ignore[misc]
+        return
+    seen: set[tuple] = set()
+    for state in ctx.states:
+        path = bind(key.path, state.tpl.bindings)
+        if path is not None and path not in seen and state.tpl.gang:
+            seen.add(path)
+            yield path, state.tpl.replicas, state.tpl.task  # type: ignore[misc]
+
+
 def apply(ctx: Context, patch: PatchBuilder) -> None:
     gang = ctx.gang
     if gang is None or gang.backend is GangBackend.NONE:
         return
-    kind = ctx.kind
+    keys = backend_keys(ctx)
+    if not keys:
+        return  # no integration: gang-required says which backend has one
     before = len(patch.ops)
-    _apply(ctx, gang, kind, patch)
+    for key in keys:
+        if not key.write or not applies(ctx, key):
+            continue
+        for path, replicas, _ in targets(ctx, key):
+            value = value_for(ctx, key, replicas)
+            if value is None or (key.value is GangValue.SIZE and not key.as_string and value == 0):
+                continue
+            if key.value is GangValue.SCHEDULER and path[-1] == "schedulerName":
+                set_scheduler(patch, path[:-1], str(value))
+            else:
+                patch.set(path, value)
     if ctx.trace is not None and len(patch.ops) > before:
         changed = [op["path"] for op in patch.ops[before:]]
         ctx.explain(f"gang: {gang.backend.value} set {', '.join(changed)}")
-
-
-def _apply(ctx: Context, gang: Gang, kind: Kind, patch: PatchBuilder) -> None:
-    if gang.backend is GangBackend.VOLCANO:
-        scheduler = scheduler_for(ctx)
-        if kind is Kind.VOLCANO_JOB:
-            set_scheduler(patch, ("spec",), scheduler)
-            if patch.get(("spec", "minAvailable")) is None and gang.min_member > 0:
-                # with dependsOn, only the tasks created first can form the gang (see Gang.start)
-                patch.set(("spec", "minAvailable"), gang.min_member)
-            return
-        if gang.size <= 1:
-            return
-        if kind in (Kind.JOB, Kind.CRONJOB):
-            meta, _ = job_paths(kind)
-            for state in ctx.states:
-                set_scheduler(patch, state.tpl.spec_path, scheduler)
-            patch.set((*meta, "annotations", VOLCANO_MIN_MEMBER), str(gang.size))
-        elif kind is Kind.POD and gang.name:
-            patch.set(("metadata", "annotations", VOLCANO_GROUP_NAME), gang.name)
-            set_scheduler(patch, ("spec",), scheduler)
-        return
-    if gang.backend is GangBackend.KUEUE:
-        queue = kueue_queue(ctx)
-        if queue is None:
-            return
-        if kind is Kind.POD:
-            patch.set(("metadata", "labels", KUEUE_QUEUE), queue)
-            if gang.name and gang.size > 1:
-                patch.set(("metadata", "labels", KUEUE_GROUP), gang.name)
-                patch.set(("metadata", "annotations", KUEUE_TOTAL), str(gang.size))
-        elif kind in (Kind.JOB, Kind.CRONJOB, Kind.VOLCANO_JOB):
-            meta, _ = job_paths(kind) if kind is not Kind.VOLCANO_JOB else (("metadata",), ())
-            patch.set((*meta, "labels", KUEUE_QUEUE), queue)
-        return
-    if gang.backend is GangBackend.COSCHEDULING and gang.name and gang.size > 1:
-        primary = ctx.primary
-        scheduler = (
-            primary.cls.gang.scheduler_name if primary is not None and primary.cls is not None else None
-        )
-        for state in ctx.states:
-            if state.resolution is None:
-                continue
-            patch.set((*state.tpl.meta_path, "labels", COSCHEDULING_GROUP), gang.name)
-            if scheduler:
-                set_scheduler(patch, state.tpl.spec_path, scheduler)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from webhook.engine.context import Context, TemplateState
 from webhook.engine.intent import Topology
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.workload import Kind
 from webhook.policy.compiled import Policy
 from webhook.policy.model import TOPOLOGY_ORDER, GangBackend, TopologyLevel
 
@@ -55,6 +54,14 @@ def _levels(
     return level, required, levels
 
 
+def _kind_keys(ctx: Context, node_label: str, required: bool, patch: PatchBuilder) -> None:
+    """The kind's own packing annotations (LeaderWorkerSet, JobSet exclusive-topology): the node label of
+    the coarsest level, which its controller turns into affinity for each group or child Job."""
+    for path, required_only in ctx.workload.topology:
+        if (required or not required_only) and patch.set(path, node_label):  # type: ignore[arg-type]
+            ctx.explain(f"topology: {path[-1]} {node_label}")
+
+
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     res, intent, gang = state.resolution, state.intent, ctx.gang
     if res is None or intent is None or gang is None:
@@ -66,6 +73,8 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
         return
     level, required, levels = plan
     explain = ctx.trace is not None  # the explanation's strings are built only when asked for
+    if gang.size > 1 and levels and ctx.workload.topology:
+        _kind_keys(ctx, res.pool.spec.topology[levels[-1]], required, patch)
     if gang.size <= 1 or gang.selector is None:
         if explain:
             ctx.explain(f"topology {level.value}: single pod or unnamed gang, nothing to pack")
@@ -76,7 +85,7 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     if not levels:
         return
     tpl = state.tpl
-    if ctx.kind is Kind.POD and gang.selector:
+    if ctx.workload.spec.gang.write_selector and gang.selector:
         for key, value in gang.selector.items():
             patch.set((*tpl.meta_path, "labels", key), value)
     affinity = (*tpl.spec_path, "affinity", "podAffinity")
@@ -110,16 +119,13 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
             patch.set((*tpl.meta_path, "annotations", key), coarsest)
             if explain:
                 added.append(f"kueue {key.rsplit('/', 1)[1]} {coarsest}")
-    if (
-        gang.backend is GangBackend.VOLCANO
-        and ctx.kind is Kind.VOLCANO_JOB
-        and levels[-1] is not TOPOLOGY_ORDER[0]
-    ):
+    network = ctx.workload.network_topology
+    if gang.backend is GangBackend.VOLCANO and network is not None and levels[-1] is not TOPOLOGY_ORDER[0]:
         tiers = [lvl for lvl in TOPOLOGY_ORDER[1:] if lvl in labels]
         tier = tiers.index(levels[-1]) + 1
-        if patch.get(("spec", "networkTopology")) is None:
+        if patch.get(network) is None:
             mode = "hard" if required else "soft"
-            patch.set(("spec", "networkTopology"), {"mode": mode, "highestTierAllowed": tier})
+            patch.set(network, {"mode": mode, "highestTierAllowed": tier})
             if explain:
                 added.append(f"volcano networkTopology {mode} tier {tier}")
     if added:

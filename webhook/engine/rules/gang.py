@@ -7,15 +7,12 @@ from collections.abc import Iterable
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
 from webhook.engine.mutations.gang import (
-    COSCHEDULING_GROUP,
-    KUEUE_GROUP,
     KUEUE_MIN_PARALLELISM,
     KUEUE_QUEUE,
-    KUEUE_TOTAL,
-    VOLCANO_GROUP_NAME,
-    VOLCANO_MIN_MEMBER,
+    backend_keys,
     job_paths,
-    scheduler_for,
+    targets,
+    value_for,
 )
 from webhook.engine.mutations.scheduling import unset_scheduler
 from webhook.engine.rules.resources import judged_pool
@@ -28,6 +25,7 @@ from webhook.engine.volcano_fields import (
     tasks_of,
 )
 from webhook.engine.workload import Kind, dotted
+from webhook.policy.kinds import CompiledKey, GangValue
 from webhook.policy.model import GangBackend
 
 
@@ -46,47 +44,36 @@ def _gang_missing(ctx: Context) -> str | None:
     """Why the (mutated) object would not be gang-scheduled, or None if it would."""
     gang, obj = ctx.gang, ctx.mutated or ctx.obj
     assert gang is not None
-    kind = ctx.kind
     if gang.backend is GangBackend.NONE:
         return "its class has no gang backend"
-    if gang.backend is GangBackend.VOLCANO:
-        scheduler = scheduler_for(ctx)
-        if kind is Kind.VOLCANO_JOB:
-            actual = _get(obj, ("spec", "schedulerName"))
-            return (
-                None
-                if actual in (None, scheduler)
-                else f"spec.schedulerName is {actual!r}, not {scheduler!r}"
-            )
-        for state in ctx.states:
-            actual = _get(obj, (*state.tpl.spec_path, "schedulerName"))
-            if state.resolution is not None and actual != scheduler and not unset_scheduler(actual):
-                return f"{state.tpl.dotted('spec', 'schedulerName')} is {actual!r}, not {scheduler!r}"
-        if kind in (Kind.JOB, Kind.CRONJOB):
-            meta, _ = job_paths(kind)
-            if _get(obj, (*meta, "annotations", VOLCANO_MIN_MEMBER)) is None:
-                return f"annotation {VOLCANO_MIN_MEMBER} is missing"
-        if kind is Kind.POD and _get(obj, ("metadata", "annotations", VOLCANO_GROUP_NAME)) is None:
-            return _no_gang_name(ctx)
-        return None
-    if gang.backend is GangBackend.KUEUE:
-        meta = ("metadata",) if kind is not Kind.CRONJOB else job_paths(kind)[0]
-        if _get(obj, (*meta, "labels", KUEUE_QUEUE)) is None:
-            return (
-                f"no Kueue queue is configured for namespace {ctx.namespace!r} (set kueueQueue in the policy)"
-            )
-        if kind is Kind.POD and (
-            _get(obj, ("metadata", "labels", KUEUE_GROUP)) is None
-            or _get(obj, ("metadata", "annotations", KUEUE_TOTAL)) is None
-        ):
-            return _no_gang_name(ctx)
-        return None
-    for state in ctx.states:
-        if (
-            state.resolution is not None
-            and _get(obj, (*state.tpl.meta_path, "labels", COSCHEDULING_GROUP)) is None
-        ):
-            return f"label {COSCHEDULING_GROUP} is missing (the gang needs a name)"
+    keys = backend_keys(ctx)
+    if keys is None:
+        others = [b for b in ctx.workload.backends if b != gang.backend.value]
+        can = f"use a class whose gang backend is {' or '.join(others)}" if others else "no gang backend integrates it"
+        return f"{gang.backend.value} has no integration for {ctx.workload.name} ({can})"
+    for key in keys:
+        if gang.size < key.min_pods:
+            continue
+        if key.needs_name and gang.name is None:
+            if ctx.workload.spec.gang.name == "intent":
+                return _no_gang_name(ctx)
+            return "it has no name yet (generateName): the gang needs metadata.name"
+        if not key.write:
+            continue
+        for path, replicas, _ in targets(ctx, key):
+            expected = value_for(ctx, key, replicas)
+            actual = _get(obj, path)
+            if key.value is GangValue.QUEUE and expected is None and actual is None:
+                return f"no Kueue queue is configured for namespace {ctx.namespace!r} (set kueueQueue in the policy)"
+            if key.value is GangValue.SCHEDULER:
+                if expected is None or actual == expected:
+                    continue
+                if actual is None or (key.template and unset_scheduler(actual)):
+                    continue  # the pods inherit it (Volcano Job) or our mutation sets it
+                return f"{dotted(path)} is {actual!r}, not {expected!r}"
+            if actual is None and expected is not None:
+                where = path[-2] if len(path) > 1 and path[-2] in ("labels", "annotations") else None
+                return f"{where[:-1]} {path[-1]} is missing" if where else f"{dotted(path)} is missing"
     return None
 
 
@@ -102,7 +89,7 @@ from webhook.engine.rules.registry import rule  # noqa: E402
 
 
 def _multi_pod(ctx: Context) -> bool:
-    return ctx.gang is not None and (ctx.gang.size > 1 or (ctx.kind is Kind.VOLCANO_JOB and ctx.gang.size > 1))
+    return ctx.gang is not None and ctx.gang.size > 1
 
 
 @rule(
@@ -143,7 +130,7 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
     if (
         intent is not None
         and intent.gang_size is not None
-        and ctx.kind is not Kind.POD
+        and ctx.workload.spec.gang.size != "intent"
         and intent.gang_size != size
     ):
         yield Finding(
@@ -180,32 +167,64 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
                     f"Volcano would start {task_min} of them; set it to {replicas} or remove it",
                     cname,
                 )
-    elif ctx.kind in (Kind.JOB, Kind.CRONJOB) and ctx.gang.backend is GangBackend.VOLCANO and size > 1:
-        meta, _ = job_paths(ctx.kind)
-        value = _get(obj, (*meta, "annotations", VOLCANO_MIN_MEMBER))
-        if value is not None and str(value) != str(size):
-            yield Finding(
-                "gang-incomplete",
-                dotted((*meta, "annotations", VOLCANO_MIN_MEMBER)),
-                f"group-min-member {value} != parallelism {size}: the PodGroup would start a partial gang"
-                f" (a gang cannot be resized; recreate the Job with parallelism {value} or fix the "
-                "annotation)",
-                cname,
-            )
-    elif ctx.kind is Kind.POD and ctx.gang.backend is GangBackend.KUEUE:
-        total = _get(obj, ("metadata", "annotations", KUEUE_TOTAL))
-        if (
-            intent is not None
-            and intent.gang_size is not None
-            and total is not None
-            and str(total) != str(intent.gang_size)
-        ):
-            yield Finding(
-                "gang-incomplete",
-                dotted(("metadata", "annotations", KUEUE_TOTAL)),
-                f"pod-group-total-count {total} != gang-size {intent.gang_size}",
-                cname,
-            )
+    else:  # every other kind: the keys the kind table says its backends read
+        if ctx.workload.spec.gang.size == "intent" and (intent is None or intent.gang_size is None):
+            return  # a bare pod without gang-size: nothing to compare the backend's count with
+        yield from _partial_gang(ctx, obj, size, cname)
+
+
+def _checked_keys(ctx: Context) -> list[CompiledKey]:
+    """Keys whose present value must cover the gang: the class backend's, plus the workload's own
+    gang fields (a Volcano Job's minAvailable, a PyTorchJob's schedulingPolicy.minAvailable), which
+    its controller reads whatever the class's backend."""
+    assert ctx.gang is not None
+    wanted = ctx.workload.backends.get(ctx.gang.backend.value) or ()
+    out: list[CompiledKey] = [k for k in wanted if k.check != "none"]
+    seen = {k.path for k in out}
+    for keys in ctx.workload.backends.values():
+        for key in keys:
+            if key.check != "none" and not key.as_string and key.path not in seen:
+                seen.add(key.path)
+                out.append(key)
+    return out
+
+
+def _partial_gang(ctx: Context, obj: dict, size: int, cname: str | None) -> Iterable[Finding]:
+    for key in _checked_keys(ctx):
+        if size < key.min_pods:
+            continue
+        for path, replicas, role in targets(ctx, key):
+            value = _get(obj, path)
+            if value is None:
+                continue
+            expected = replicas if key.value is GangValue.REPLICAS else size
+            leaf = str(path[-1]).rsplit("/", 1)[-1]
+            where = dotted(path)
+            if key.check == "below" and isinstance(value, int) and not isinstance(value, bool) and value < expected:
+                if key.value is GangValue.REPLICAS:
+                    yield Finding(
+                        "gang-incomplete",
+                        where,
+                        f"{'task ' + repr(role) + ' ' if role else ''}{leaf} {value} < its {expected} replicas; "
+                        f"set it to {expected} or remove it",
+                        cname,
+                    )
+                else:
+                    yield Finding(
+                        "gang-incomplete",
+                        where,
+                        f"{leaf} {value} < {expected} {key.size_name}: the gang would start {value} of "
+                        f"{expected} pods and leave the rest waiting; set {leaf}: {expected}",
+                        cname,
+                    )
+            elif key.check == "differs" and str(value) != str(expected):
+                yield Finding(
+                    "gang-incomplete",
+                    where,
+                    f"{leaf} {value} != {key.size_name} {expected}: the gang would start a partial group "
+                    f"(a gang cannot be resized; set it to {expected} or remove it)",
+                    cname,
+                )
 
 
 @rule(
@@ -321,7 +340,7 @@ def _beyond_capacity(ctx: Context, primary: TemplateState) -> Iterable[Finding]:
         if pool is None or state.resolution is None:
             continue
         devices = state.judged.effective_devices()
-        count = state.tpl.replicas if ctx.kind is Kind.VOLCANO_JOB else ctx.gang.size
+        count = ctx.gang.size if ctx.workload.spec.gang.size == "intent" else state.tpl.replicas
         sizes = pods_by_pool.setdefault(pool.name, {})
         if count > 0:
             sizes[devices] = sizes.get(devices, 0) + count

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from webhook.engine.context import Context, Finding
 from webhook.engine.decision import Action
-from webhook.engine.workload import Kind
 from webhook.policy.compiled import Policy
 
 Check = Callable[[Context], Iterable[Finding]]
@@ -46,7 +45,7 @@ def facts(ctx: Context) -> frozenset[str]:
         found.append("gang")
         if ctx.gang.size > 1:
             found.append("multi-pod")
-    if ctx.kind is Kind.VOLCANO_JOB:
+    if ctx.workload.spec.validate_fields:
         found.append("volcano-job")
     return frozenset(found)
 

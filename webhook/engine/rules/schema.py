@@ -9,7 +9,7 @@ from webhook.engine.context import Context, Finding
 from webhook.engine.decision import Action
 from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.engine.volcano_fields import KNOWN_MIXUPS, unknown_fields
-from webhook.engine.workload import Kind, dotted
+from webhook.engine.workload import dotted
 
 
 @rule(
@@ -19,7 +19,7 @@ from webhook.engine.workload import Kind, dotted
     needs=("volcano-job",),
 )
 def unknown_field(ctx: Context) -> Iterable[Finding]:
-    if ctx.kind is not Kind.VOLCANO_JOB:
+    if not ctx.workload.spec.validate_fields:
         return
     cname = ctx.primary.class_name if ctx.primary is not None else None
     for path, key, known in unknown_fields(ctx.obj):
