@@ -1,7 +1,8 @@
 """Concurrent apiserver-like load for the reliability tests, and the outcome of every request.
 
 Each client thread owns one kept-alive TLS connection (``ApiserverClient``), learns which worker
-serves it (``/readyz`` answers with the worker's pid; a kept-alive connection stays on its worker),
+serves it (the worker process that holds the server end of its socket, found in /proc; a kept-alive
+connection stays on its worker),
 then posts reviews in a loop. A failed request is recorded with the worker its connection was on,
 the connection is dropped and a new one is opened, as the apiserver's HTTP client does.
 """
@@ -39,6 +40,40 @@ def worker_pids(server: ServerProcess) -> list[int]:
     return sorted(out)
 
 
+def serving_pid(server: ServerProcess, client: ApiserverClient) -> int | None:
+    """The worker that holds the server end of ``client``'s connection (which must be open, after a
+    request): the socket's inode from /proc/net/tcp, looked up among the workers' descriptors.
+    ``/readyz`` does not say which process answered (it says ready or not, and no more)."""
+    sock = client.conn.sock
+    if sock is None:
+        return None
+    port = sock.getsockname()[1]
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = f.read().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for row in rows:
+            cols = row.split()  # sl local_address rem_address st ... uid timeout inode
+            if cols[1].endswith(f":{server.port:04X}") and cols[2].endswith(f":{port:04X}"):
+                inodes.add(cols[9])
+    for pid in worker_pids(server):
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except FileNotFoundError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and link[8:-1] in inodes:
+                return pid
+    return None
+
+
 def wait_for_workers(server: ServerProcess, count: int, timeout: float = 30.0) -> list[int]:
     """``/readyz`` answers as soon as one worker is up; wait until all ``count`` are."""
     deadline = time.monotonic() + timeout
@@ -56,10 +91,11 @@ def answering_pids(server: ServerProcess, attempts: int, *, until: int | None = 
     seen: set[int] = set()
     for _ in range(attempts):
         client = server.client()
-        status, body = client.get_json("/readyz")
+        status, _ = client.get_json("/readyz")
+        pid = serving_pid(server, client)
         client.close()
-        assert status == 200
-        seen.add(body["pid"])
+        assert status == 200 and pid is not None
+        seen.add(pid)
         if until is not None and until in seen:
             break
     return seen
@@ -109,10 +145,10 @@ class Load:
     def _connect(self, index: int) -> tuple[ApiserverClient | None, int | None]:
         client = self.server.client(timeout=10.0)
         try:
-            status, body = client.get_json("/readyz")
+            status, _ = client.get_json("/readyz")
             if status != 200:
                 raise http.client.HTTPException(f"/readyz answered {status}")
-            return client, int(body["pid"])
+            return client, serving_pid(self.server, client)
         except TRANSPORT_ERRORS as exc:
             client.close()
             with self._lock:
@@ -153,4 +189,4 @@ class Load:
         return sum(1 for o in self.outcomes if o.ok and o.started > moment)
 
 
-__all__ = ["TRANSPORT_ERRORS", "Load", "Outcome", "wait_for_workers", "worker_pids"]
+__all__ = ["TRANSPORT_ERRORS", "Load", "Outcome", "serving_pid", "wait_for_workers", "worker_pids"]

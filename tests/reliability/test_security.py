@@ -1,6 +1,7 @@
 """Security checks against the real server: TLS >= 1.2 only and no plaintext on the admission port;
 ``--client-ca`` accepts only certificates from that CA; no endpoint puts object contents into the
-logs or the metrics.
+logs or the metrics; with it, only the client names listed are accepted; TLS 1.2 offers ECDHE with
+AEAD ciphers only; errors raised by the HTTP layer before the app are JSON like every other error.
 
 TLS 1.0/1.1: the client is set up to *offer* them (``@SECLEVEL=0``), and a control server in the
 test proves that this client really can speak TLS 1.1 with this OpenSSL; only then does the
@@ -22,7 +23,16 @@ import pytest
 
 from tests.server import objects
 from tests.server.client_certs import make_client_pki
-from tests.server.support import SERVICE_DNS, ApiserverClient, ServerProcess, check_response, review, serve_args
+from tests.server.support import (
+    SERVICE_DNS,
+    ApiserverClient,
+    ServerProcess,
+    check_response,
+    client_context,
+    review,
+    running,
+    serve_args,
+)
 
 pytestmark = [
     pytest.mark.reliability,
@@ -145,7 +155,14 @@ def test_plaintext_http_gets_no_answer(server: ServerProcess, path: str):
 @pytest.fixture(scope="module")
 def mtls(tmp_path_factory: pytest.TempPathFactory, server_certs) -> Iterator[tuple[ServerProcess, tuple, tuple]]:
     tmp = tmp_path_factory.mktemp("mtls")
-    right_ca, right_cert, right_key = make_client_pki(tmp / "right")
+    right_ca, right_cert, right_key = make_client_pki(
+        tmp / "right",
+        others={
+            "kubelet": ("system:node:gpu-node-1", ()),  # a kubelet's certificate from the same CA
+            "user": ("alice", ("alice.example.com",)),
+            "san": ("webhook-caller", ("kube-apiserver",)),  # the accepted name as a DNS SAN
+        },
+    )
     _, other_cert, other_key = make_client_pki(tmp / "other", cn="kube-apiserver")  # same name, other CA
     proc = ServerProcess(tmp, _serve_args(server_certs, "--client-ca", str(right_ca)), ca_files=[server_certs.ca_cert])
     proc.client = lambda **kw: ApiserverClient(  # type: ignore[method-assign]  # readiness needs a client cert
@@ -183,6 +200,122 @@ def test_client_ca_rejects_a_certificate_from_another_ca(mtls, server_certs):
 def test_client_ca_accepts_the_right_certificate(mtls, server_certs):
     server, right, _ = mtls
     assert _attempt(server, server_certs.ca_cert, right) == 200
+
+
+def _answer_to(server: ServerProcess, ca: Path, client_cert: tuple[Path, Path]) -> tuple[int, dict[str, Any]]:
+    client = ApiserverClient(server.port, [ca], client_cert=client_cert)
+    try:
+        status, _, data = client.request("POST", "/validate?timeout=10s", orjson.dumps(review(objects.raw_gpu_pod())))
+        return status, orjson.loads(data)
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize("stem", ["kubelet", "user"])
+def test_client_ca_refuses_other_names_from_the_same_ca(mtls, server_certs, stem: str):
+    """The CA that signs the apiserver's client certificate often signs kubelets' and users' too:
+    only the names in --client-names (default kube-apiserver) may call the webhook."""
+    server, right, _ = mtls
+    folder = right[0].parent
+    status, body = _answer_to(server, server_certs.ca_cert, (folder / f"{stem}.crt", folder / f"{stem}.key"))
+    assert status == 403 and body["code"] == 403 and "not accepted" in body["message"]
+    assert "alice" not in body["message"] and "system:node" not in body["message"]
+
+
+def test_client_ca_accepts_the_name_as_a_dns_san(mtls, server_certs):
+    server, right, _ = mtls
+    folder = right[0].parent
+    assert _attempt(server, server_certs.ca_cert, (folder / "san.crt", folder / "san.key")) == 200
+
+
+def test_client_names_flag_replaces_the_default(tmp_path, server_certs):
+    ca, cert, key = make_client_pki(tmp_path / "pki", others={"caller": ("webhook-caller", ())})
+    proc = ServerProcess(
+        tmp_path,
+        _serve_args(server_certs, "--client-ca", str(ca), "--client-names", "webhook-caller, other"),
+        ca_files=[server_certs.ca_cert],
+    )
+    proc.client = lambda **kw: ApiserverClient(  # type: ignore[method-assign]
+        proc.port, [server_certs.ca_cert], client_cert=(tmp_path / "pki/caller.crt", tmp_path / "pki/caller.key"), **kw
+    )
+    with running(proc):
+        assert _attempt(proc, server_certs.ca_cert, (tmp_path / "pki/caller.crt", tmp_path / "pki/caller.key")) == 200
+        status, _ = _answer_to(proc, server_certs.ca_cert, (cert, key))  # kube-apiserver is no longer listed
+        assert status == 403
+
+
+# --- TLS 1.2 cipher suites -----------------------------------------------------------------------
+
+
+def test_tls_1_2_offers_only_ecdhe_with_aead(server: ServerProcess, server_certs):
+    cbc = _legacy_client(server_certs.ca_cert, ssl.TLSVersion.TLSv1_2)
+    cbc.set_ciphers("ECDHE+AES+SHA:ECDHE+AES+SHA256:AES128-SHA:AES256-SHA:AES128-SHA256")  # CBC suites only
+    assert all(
+        "GCM" not in c["name"] and "CHACHA" not in c["name"] for c in cbc.get_ciphers() if c["protocol"] != "TLSv1.3"
+    )
+    with (
+        pytest.raises(ssl.SSLError) as refused,
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw,
+        cbc.wrap_socket(raw, server_hostname=SERVICE_DNS),
+    ):
+        pass
+    assert "HANDSHAKE_FAILURE" in str(refused.value).upper() or "NO_SHARED_CIPHER" in str(refused.value).upper()
+    aead = _legacy_client(server_certs.ca_cert, ssl.TLSVersion.TLSv1_2)
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=5) as raw,
+        aead.wrap_socket(raw, server_hostname=SERVICE_DNS) as tls,
+    ):
+        name, version, _ = tls.cipher()
+        assert version == "TLSv1.2" and name.startswith("ECDHE-") and ("GCM" in name or "CHACHA20" in name), name
+
+
+# --- errors from the HTTP layer are JSON ---------------------------------------------------------
+
+
+def _raw_exchange(server: ServerProcess, server_certs: Any, request: bytes) -> bytes:
+    ctx = client_context([server_certs.ca_cert])
+    with (
+        socket.create_connection(("127.0.0.1", server.port), timeout=10) as raw,
+        ctx.wrap_socket(raw, server_hostname=SERVICE_DNS) as tls,
+    ):
+        tls.sendall(request)
+        answer = b""
+        try:
+            while chunk := tls.recv(65536):
+                answer += chunk
+        except (ConnectionResetError, TimeoutError, ssl.SSLError):
+            pass
+    return answer
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "code"),
+    [
+        (b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400),
+        (b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n{}", 400),
+        (b"POST /validate HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n folded\r\nContent-Length: 2\r\n\r\n{}", 400),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 9000 + b"\r\n\r\n", 431),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(150)) + b"\r\n", 431),
+        (b"POST /validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 411),
+        (b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n", 413),
+    ],
+    ids=[
+        "bad-content-length",
+        "two-content-lengths",
+        "obs-fold",
+        "header-too-large",
+        "too-many-headers",
+        "chunked",
+        "too-large",
+    ],
+)
+def test_errors_before_the_app_are_json(server: ServerProcess, server_certs, request_bytes: bytes, code: int):
+    answer = _raw_exchange(server, server_certs, request_bytes)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(f"HTTP/1.1 {code} ".encode()), head[:120]
+    assert b"content-type: application/json" in head.lower()
+    doc = orjson.loads(body)
+    assert doc["code"] == code and doc["message"] and b"<html" not in body.lower()
 
 
 # --- nothing from the object reaches the logs or the metrics -------------------------------------

@@ -84,8 +84,16 @@ def test_development_certificates_and_env_sizing(tmp_path: Path):
     assert {p.name for p in certs.iterdir()} >= {"ca.crt", "ca.key", "tls.crt", "tls.key"}
     booted = [r for r in server.log_records() if r.get("msg", "").startswith("Booting worker")]
     assert len(booted) == 3, "GPU_ADMISSION_WORKERS sizes the pool"
-    ready = [r for r in server.log_records() if r.get("msg") == "gpu-admission ready"]
-    assert ready[0]["workers"] == 3 and ready[0]["threads"] == 2
+    records = server.log_records()
+    starting = [r for r in records if r.get("msg") == "gpu-admission starting"]
+    assert starting[0]["workers"] == 3 and starting[0]["threads"] == 2
+    listening = [r["msg"] for r in records if r.get("msg", "").startswith("Listening at:")]
+    assert listening and listening[0].startswith(f"Listening at: https://127.0.0.1:{server.port} "), listening
+    # "ready" is said by each worker once it serves, after it booted; not by the master before
+    ready = [(records.index(r), r["pid"]) for r in records if r.get("msg") == "gpu-admission ready"]
+    assert sorted(pid for _, pid in ready) == sorted(r["pid"] for r in booted)
+    boot_at = {r["pid"]: records.index(r) for r in booted}
+    assert all(at > boot_at[pid] for at, pid in ready)
 
     again = ServerProcess(
         tmp_path,

@@ -46,6 +46,12 @@ def register(sub: Any) -> None:
     opt("--tls-cert", None, "serving certificate (PEM, chain allowed)")
     opt("--tls-key", None, "serving key (PEM)")
     opt("--client-ca", None, "require client certificates signed by this CA")
+    opt(
+        "--client-names",
+        ",".join(d.client_names),
+        "with --client-ca: the client certificate names (CN or DNS SAN) accepted, comma-separated",
+        metavar="NAMES",
+    )
     opt("--bind", d.bind, "TLS listener", metavar="HOST:PORT")
     opt("--workers", d.workers, "worker processes; size to the CPU limit", metavar="N", type=int)
     opt("--threads", d.threads, "threads per worker", metavar="N", type=int)
@@ -65,6 +71,13 @@ def register(sub: Any) -> None:
     opt("--kubeconfig", None, "kubeconfig for --namespaces cluster outside a pod")
     opt("--certs-dir", d.certs_dir, "where development certificates go", metavar="DIR")
     opt("--keepalive", d.keepalive, "idle keep-alive seconds", metavar="S", type=int)
+    opt(
+        "--request-timeout",
+        d.request_timeout,
+        "seconds a client has to send a whole request (TLS handshake, headers, body) before it is cut off",
+        metavar="S",
+        type=float,
+    )
     opt("--graceful-timeout", d.graceful_timeout, "seconds in-flight reviews get after SIGTERM", metavar="S", type=int)
     opt("--policy-interval", d.policy_interval, "how often the policy directory is re-checked", metavar="S", type=float)
     opt("--cert-interval", d.cert_interval, "how often the certificate files are re-checked", metavar="S", type=float)
@@ -124,6 +137,11 @@ def run(args: argparse.Namespace) -> int:
             split_hostport(metrics_bind)
     except ValueError as exc:
         return _fail(str(exc))
+    if not 0 < args.request_timeout <= 60:
+        return _fail("--request-timeout must be between 0 and 60 seconds")
+    client_names = tuple(n.strip() for n in str(args.client_names or "").split(",") if n.strip())
+    if args.client_ca and not client_names:
+        return _fail("--client-names must name at least one client (e.g. kube-apiserver) with --client-ca")
     for flag, path in (("--tls-cert", args.tls_cert), ("--tls-key", args.tls_key), ("--client-ca", args.client_ca)):
         if path and not os.path.isfile(path):
             return _fail(f"{flag} {path}: no such file")
@@ -160,6 +178,7 @@ def run(args: argparse.Namespace) -> int:
         tls_cert=tls_cert,
         tls_key=tls_key,
         client_ca=args.client_ca,
+        client_names=client_names,
         bind=args.bind,
         workers=args.workers,
         threads=args.threads,
@@ -169,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
         certs_dir=args.certs_dir,
         keepalive=args.keepalive,
         graceful_timeout=args.graceful_timeout,
+        request_timeout=args.request_timeout,
         policy_interval=args.policy_interval,
         cert_interval=args.cert_interval,
         log_level=args.log_level,

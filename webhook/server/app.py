@@ -57,8 +57,9 @@ def create_app(runtime: Runtime) -> Flask:
 
     @app.get("/readyz")
     def readyz() -> Response:
-        ready, detail = runtime.readiness()
-        return _json(detail, 200 if ready else 503)
+        """Ready or not, and why; no policy, digest or failure mode (see Runtime.readiness)."""
+        ready, answer = runtime.readiness()
+        return _json(answer, 200 if ready else 503)
 
     @app.errorhandler(ReviewError)
     def bad_review(exc: ReviewError) -> Response:

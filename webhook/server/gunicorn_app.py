@@ -3,7 +3,10 @@
 Choices (reference B1, B3):
 
 * ``gthread`` workers: keep-alive. The apiserver reuses HTTP/1.1 connections; ``sync`` workers
-  close after each response and every review would pay a TLS handshake.
+  close after each response and every review would pay a TLS handshake. Our subclass
+  (:mod:`webhook.server.worker`) reads each request in the event loop, under ``request_timeout``,
+  so slow clients cannot hold the threads.
+* Metrics bind to loopback unless told otherwise: the endpoint is unauthenticated plain HTTP.
 * ``preload_app``: the engine and the policy are imported/compiled once in the master and shared
   copy-on-write; per-worker threads (policy/cert tickers, namespace watch) start in
   ``post_worker_init``, after fork.
@@ -37,6 +40,7 @@ from webhook.server.app import create_app
 from webhook.server.logs import logconfig_dict, server_log
 from webhook.server.runtime import Runtime
 from webhook.server.settings import ServeSettings, split_hostport
+from webhook.server.worker import AdmissionWorker
 
 
 def gunicorn_options(settings: ServeSettings) -> dict[str, Any]:
@@ -44,7 +48,7 @@ def gunicorn_options(settings: ServeSettings) -> dict[str, Any]:
         "bind": [settings.bind],
         "workers": settings.workers,
         "threads": settings.threads,
-        "worker_class": "gthread",
+        "worker_class": AdmissionWorker,  # gthread, reading requests in its event loop
         "keepalive": settings.keepalive,
         "timeout": settings.timeout,
         "graceful_timeout": settings.graceful_timeout,
@@ -53,7 +57,7 @@ def gunicorn_options(settings: ServeSettings) -> dict[str, Any]:
         "certfile": settings.tls_cert,
         "keyfile": settings.tls_key,
         "accesslog": None,  # the decision log is the access log, without bodies
-        "logconfig_dict": logconfig_dict(settings.log_level),
+        "logconfig_dict": logconfig_dict(settings.log_level, settings.bind),
         "loglevel": settings.log_level,
         "proc_name": "gpu-admission",
         # one listening socket per worker (SO_REUSEPORT): the kernel spreads new connections by hash.
@@ -132,8 +136,9 @@ class AdmissionServer(BaseApplication):
                 server_log.info(f"metrics on http://{self.settings.metrics_bind}/metrics")
             except OSError as exc:  # admission matters more than metrics: keep serving, say so loudly
                 server_log.error(f"metrics endpoint {self.settings.metrics_bind} not started: {exc}")
+        # the master is up; the workers boot next and each says when it serves (post_worker_init)
         server_log.info(
-            "gpu-admission ready",
+            "gpu-admission starting",
             extra={
                 "fields": {
                     "bind": self.settings.bind,
@@ -142,6 +147,7 @@ class AdmissionServer(BaseApplication):
                     "threads": self.settings.threads,
                     "namespaces": self.runtime.namespaces.status().get("mode"),
                     "client_ca": bool(self.settings.client_ca),
+                    "request_timeout": self.settings.request_timeout,
                 }
             },
         )
@@ -164,6 +170,8 @@ class AdmissionServer(BaseApplication):
             except (ssl.SSLError, OSError) as exc:
                 server_log.error(f"TLS context does not load: {exc}")
         self.runtime.start()
+        # the worker's own socket is open (reuse_port) and its threads run: from now on it serves
+        server_log.info("gpu-admission ready", extra={"fields": {"bind": f"https://{self.settings.bind}"}})
 
     def worker_exit(self, server: Any, worker: Any) -> None:
         self.runtime.stop()

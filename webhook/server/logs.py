@@ -170,7 +170,25 @@ class LineWriter(logging.StreamHandler):  # type: ignore[type-arg]
         super().flush()
 
 
-def logconfig_dict(level: str = "info") -> dict[str, Any]:
+class ListeningAddress(logging.Filter):
+    """Puts the address back into gunicorn's ``Listening at: %s (%s)`` line.
+
+    With ``reuse_port`` the master binds nothing (each worker opens its own socket), so gunicorn
+    logs ``Listening at:  (pid)`` with an empty address. The line is the first thing an operator
+    greps for; it names the TLS address the workers listen on."""
+
+    def __init__(self, bind: str = ""):
+        super().__init__()
+        self.url = f"https://{bind} (one SO_REUSEPORT socket per worker)" if bind else ""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if self.url and record.msg == "Listening at: %s (%s)" and isinstance(args, tuple) and args and not args[0]:
+            record.args = (self.url, *args[1:])
+        return True
+
+
+def logconfig_dict(level: str = "info", bind: str = "") -> dict[str, Any]:
     """gunicorn ``logconfig_dict``: every logger (ours and gunicorn's) as JSON lines on stdout."""
     handler = {"()": LineWriter, "formatter": "json", "stream": "ext://sys.stdout"}
     level = level.upper()
@@ -178,10 +196,17 @@ def logconfig_dict(level: str = "info") -> dict[str, Any]:
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"json": {"()": JsonFormatter}},
+        "filters": {"listening": {"()": ListeningAddress, "bind": bind}},
         "handlers": {"json": handler},
         "root": {"level": level, "handlers": ["json"]},
         "loggers": {
-            "gunicorn.error": {"level": level, "handlers": ["json"], "propagate": False, "qualname": "gunicorn.error"},
+            "gunicorn.error": {
+                "level": level,
+                "handlers": ["json"],
+                "filters": ["listening"],
+                "propagate": False,
+                "qualname": "gunicorn.error",
+            },
             "gunicorn.access": {"level": level, "handlers": [], "propagate": False, "qualname": "gunicorn.access"},
             DECISION_LOGGER: {"level": level, "handlers": ["json"], "propagate": False},
             SERVER_LOGGER: {"level": level, "handlers": ["json"], "propagate": False},

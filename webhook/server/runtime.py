@@ -14,6 +14,7 @@ from typing import Any
 
 from webhook.server import metrics
 from webhook.server.admission import Admitter
+from webhook.server.logs import server_log
 from webhook.server.namespaces import NamespaceSource, OfflineNamespaces
 from webhook.server.reload import PolicyStore, Ticker
 from webhook.server.tls import CertReloader
@@ -27,6 +28,7 @@ class Runtime:
     policy_interval: float = 2.0
     admitter: Admitter = field(init=False)
     _tickers: list[Ticker] = field(default_factory=list, init=False)
+    _said: tuple[str, ...] | None = field(default=None, init=False)  # the last readiness answer, logged
 
     def __post_init__(self) -> None:
         self.admitter = Admitter(self.store, self.namespaces)
@@ -56,14 +58,28 @@ class Runtime:
         """Ready = a policy is serving (always, after start), the certificate is valid and the namespace
         cache has synced. A broken policy *file* does not make the pod unready: the last good policy
         keeps serving, and pulling every replica out of the Service over a ConfigMap typo would turn
-        a bad edit into an outage. It shows as ``policy.status: stale`` with the errors."""
+        a bad edit into an outage (it shows in the log and in ``gpu_admission_policy_reload_error``).
+
+        The answer says ready or not and, when not, why, in words; nothing else. Anyone who can reach
+        the port can read it, and the policy's directory, digest or ``settings.failure`` would tell an
+        attacker how the webhook fails. The detail is in :meth:`status`, for logs."""
+        reasons: list[str] = []
+        if self.tls is not None:
+            tls = self.tls.status()
+            if tls["status"] != "ok":
+                reasons.append(
+                    "no serving certificate loaded" if tls.get("not_after") is None else "serving certificate expired"
+                )
+        if not self.namespaces.ready:
+            reasons.append("namespace labels not synced yet")
+        ready = not reasons
+        if tuple(reasons) != self._said:  # a change (and the first answer) goes to the log with the detail
+            self._said = tuple(reasons)
+            log = server_log.info if ready else server_log.warning
+            log("ready" if ready else "not ready: " + "; ".join(reasons), extra={"fields": self.status()})
+        return ready, ({"ready": True} if ready else {"ready": False, "reasons": reasons})
+
+    def status(self) -> dict[str, Any]:
+        """Everything readiness is made of, for the log (policy, certificate, namespace source)."""
         tls = self.tls.status() if self.tls is not None else {"status": "not-configured"}
-        namespaces = self.namespaces.status()
-        ready = tls["status"] in ("ok", "not-configured") and self.namespaces.ready
-        return ready, {
-            "ready": ready,
-            "pid": os.getpid(),
-            "policy": self.store.status(),
-            "tls": tls,
-            "namespaces": namespaces,
-        }
+        return {"pid": os.getpid(), "policy": self.store.status(), "tls": tls, "namespaces": self.namespaces.status()}

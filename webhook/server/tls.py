@@ -9,8 +9,9 @@ connection path and, so that idle workers and the expiry metric stay current, fr
 ticker too.
 
 A half-rotated pair (new cert, old key) fails to load: the old context keeps serving and the next
-check tries again, so a rotation never fails a handshake. TLS 1.2 is the floor; with ``--client-ca``
-the default factory sets ``CERT_REQUIRED`` from gunicorn's ``cert_reqs``.
+check tries again, so a rotation never fails a handshake. TLS 1.2 is the floor, offering only ECDHE
+with AEAD ciphers; with ``--client-ca`` the default factory sets ``CERT_REQUIRED`` from gunicorn's
+``cert_reqs``, and the worker then accepts only the ``--client-names`` (:func:`client_allowed`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,11 @@ from typing import Any
 
 from webhook.server import metrics
 from webhook.server.logs import server_log
+
+TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
+"""TLS 1.2 suites offered: forward secrecy (ECDHE) with an AEAD cipher only, no CBC, no static RSA
+(the Mozilla "intermediate" set; the apiserver's Go client offers these first). TLS 1.3 suites are all
+AEAD and are not affected by this setting."""
 
 
 def _read(path: str | None) -> bytes:
@@ -81,6 +87,7 @@ class CertReloader:
         try:
             ctx = self._factory()  # type: ignore[misc]
             ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+            ctx.set_ciphers(TLS12_CIPHERS)
         except (ssl.SSLError, OSError, ValueError) as exc:
             self._fail(f"cannot load certificate/key: {exc}")
             return
@@ -136,3 +143,20 @@ class CertReloader:
 
 def _iso(value: datetime | None) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%SZ") if value is not None else None
+
+
+def peer_names(peer: dict[str, Any] | None) -> tuple[str, ...]:
+    """The names a verified client certificate claims: its subject CN(s) and DNS SANs."""
+    if not peer:
+        return ()
+    names = [value for rdn in peer.get("subject", ()) for key, value in rdn if key == "commonName"]
+    names += [value for kind, value in peer.get("subjectAltName", ()) if kind == "DNS"]
+    return tuple(names)
+
+
+def client_allowed(peer: dict[str, Any] | None, allowed: tuple[str, ...]) -> bool:
+    """``--client-ca`` proves the CA signed the certificate; that alone also admits a kubelet's or a
+    user's certificate from a cluster CA. Only the names listed (``--client-names``, default
+    ``kube-apiserver``) may call the webhook. Exact, case-sensitive match, as the apiserver's own
+    ``--requestheader-allowed-names``."""
+    return any(name in allowed for name in peer_names(peer))
