@@ -10,3 +10,9 @@ class Action(StrEnum):
     WARN = "warn"  # admitted; kubectl shows an admission warning
     AUDIT = "audit"  # admitted; audit annotation, log line and metric only
     OFF = "off"  # the rule does not run for this scope
+
+
+ENGINE_ERROR = "engine-error"
+"""The verdict for an object the engine could not judge: denied at ``/validate``, never off. No
+check finds it (the admission server gives it when the engine raises; ``check`` reports an error), so
+it is not in the engine's rule registry, and the policy loader refuses ``rules.engine-error``."""

@@ -26,6 +26,9 @@ _DECIMAL = {
 _QUANTITY = re.compile(
     r"^([+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+))(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 )
+MAX_QUANTITY_LENGTH = 64
+"""Longer text is not a quantity anyone means (the largest, ``9223372036854775807Ei``, has 21
+characters) and ``Fraction``/``int`` refuse numbers of more than 4300 digits with a plain ValueError."""
 MIB = 2**20
 GIB = 2**30
 
@@ -49,6 +52,11 @@ def _did_you_mean(text: str) -> str:
 
 @lru_cache(maxsize=4096)
 def _parse_text(text: str) -> Fraction:
+    if len(text) > MAX_QUANTITY_LENGTH:
+        raise QuantityError(
+            f"{text[:20]!r}… ({len(text)} characters) is not a Kubernetes quantity: at most "
+            f"{MAX_QUANTITY_LENGTH} characters (examples: 4Gi, 4096Mi, 20G, 1, 500m)"
+        )
     match = _QUANTITY.match(text)
     if not match:
         raise QuantityError(f"{text!r} is not a Kubernetes quantity; {_did_you_mean(text)}")

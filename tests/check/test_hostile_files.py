@@ -120,7 +120,6 @@ def test_an_intent_integer_the_engine_cannot_parse_never_passes(tmp_path):
         assert f"{path}:1: engine-error: the engine failed on this object" in proc.stdout
 
 
-@pytest.mark.xfail(reason="ASCII-only intent integers: the engine's parsing (webhook/engine/intent.py) is being fixed")
 def test_non_ascii_digits_are_not_gpu_counts(tmp_path):
     """``"৮"`` (Bengali eight) and ``"²"`` are digits to Python's int() but not to Kubernetes: an
     intent integer must be ASCII, else intent-invalid (exit 1), never 8 GPUs and never a traceback."""

@@ -54,21 +54,21 @@ def store() -> PolicyStore:
     return PolicyStore.load(POLICIES)
 
 
-def test_engine_error_with_failure_allow_admits_with_a_warning(store, caplog):
+def test_engine_error_with_failure_allow_admits_at_mutate_and_denies_at_validate(store, caplog):
     rt, client = _client(store)
     rt.admitter.evaluate = _boom
-    before = _sample("gpu_admission_engine_errors_total", endpoint="validate", failure="allow")
+    before = _sample("gpu_admission_engine_errors_total", endpoint="validate", failure="deny")
     sent = review(objects.inference_pod(), namespace="ml")
     with caplog.at_level(logging.ERROR, logger="gpu_admission.server"):
         status, doc = _post(client, "validate", sent)
     assert status == 200
     response = check_response(doc, sent, "validate")
-    assert response["allowed"] is True
-    assert response["warnings"] == [
-        "[engine-error] admitted without GPU policy checks: internal error (ZeroDivisionError)"
-    ]
-    assert "engine-error" in response["auditAnnotations"]
-    assert _sample("gpu_admission_engine_errors_total", endpoint="validate", failure="allow") == before + 1
+    assert response["allowed"] is False, "/validate never admits what it did not judge"
+    assert response["status"]["message"].startswith(
+        "[engine-error] gpu-admission could not evaluate this object (ZeroDivisionError) and an object that was "
+        "not judged is never admitted"
+    )
+    assert _sample("gpu_admission_engine_errors_total", endpoint="validate", failure="deny") == before + 1
     logged = [r for r in caplog.records if r.getMessage().startswith("engine error")]
     assert logged and logged[0].exc_info is not None, "the traceback goes to the log, not to the user"
 
@@ -99,8 +99,8 @@ def test_recursion_in_the_engine_is_an_engine_error_too(store):
     rt.admitter.evaluate = deep
     sent = review(objects.inference_pod(), namespace="ml")
     status, doc = _post(client, "validate", sent)
-    assert status == 200 and check_response(doc, sent, "validate")["allowed"] is True
-    assert "RecursionError" in doc["response"]["warnings"][0]
+    assert status == 200 and check_response(doc, sent, "validate")["allowed"] is False
+    assert "(RecursionError)" in doc["response"]["status"]["message"]
 
 
 def test_delete_and_connect_are_allowed_without_asking_the_engine(tmp_path):

@@ -37,6 +37,26 @@ _TOPOLOGIES = {  # every valid value but "none", read with one lookup (and one s
 }
 _ISOLATIONS = {isolation.value: isolation for isolation in Isolation}
 
+MAX_INTEGER_DIGITS = 9
+"""Intent integers (``gpus``, ``gang-size``) are ASCII digits, at most this many. ``str.isdigit``
+accepts ``"²"`` and Arabic-Indic digits, which ``int`` then refuses, and ``int`` refuses more than 4300 digits:
+either way an exception instead of a verdict. Nine digits hold any real GPU or pod count."""
+_ECHO = 40
+
+
+def _shown(value: str) -> str:
+    """A user value quoted in a message, cut so that a 5000-character value stays a one-line message."""
+    text = repr(value)
+    return text if len(text) <= _ECHO else text[: _ECHO - 1] + "…"
+
+
+def positive_integer(value: str) -> int | None:
+    """``value`` as an integer >= 1 if it is 1..9 ASCII digits, else None."""
+    if 0 < len(value) <= MAX_INTEGER_DIGITS and value.isascii() and value.isdigit():
+        number = int(value)
+        return number if number >= 1 else None
+    return None
+
 
 @dataclass(slots=True)
 class Intent:
@@ -116,18 +136,22 @@ def read_intent(
 
     if keys.gpus in present and (got := get(keys.gpus)) is not None:
         value, path = got
-        if value.isdigit() and int(value) >= 1:
-            intent.gpus, intent.gpus_set = int(value), True
+        if (number := positive_integer(value)) is not None:
+            intent.gpus, intent.gpus_set = number, True
         else:
-            bad(path, f'{keys.gpus} must be an integer >= 1, got {value!r} (example: "8")')
+            bad(
+                path,
+                f"{keys.gpus} must be an integer >= 1 of at most {MAX_INTEGER_DIGITS} ASCII digits, "
+                f'got {_shown(value)} (example: "8")',
+            )
     if keys.gpu_memory in present and (got := get(keys.gpu_memory)) is not None:
         value, path = got
         try:
             amount = parse_quantity(value)
             if amount <= 0:
-                raise QuantityError(f"{value!r} must be greater than zero")
+                raise QuantityError(f"{_shown(value)} must be greater than zero")
             if value.isdigit():
-                raise QuantityError(f"{value!r} has no unit; write 4Gi, 4096Mi or 20G")
+                raise QuantityError(f"{_shown(value)} has no unit; write 4Gi, 4096Mi or 20G")
             intent.gpu_memory = amount
         except QuantityError as exc:
             bad(path, f"{keys.gpu_memory}: {exc}")
@@ -136,25 +160,25 @@ def read_intent(
         if (isolation := _ISOLATIONS.get(value)) is not None:
             intent.isolation = isolation
         else:
-            bad(path, f"{keys.isolation} must be shared, mig or exclusive, got {value!r}")
+            bad(path, f"{keys.isolation} must be shared, mig or exclusive, got {_shown(value)}")
     if keys.gpu_model in present and (got := get(keys.gpu_model)) is not None:
         value, path = got
         if value in policy.models:
             intent.gpu_model = value
         else:
-            bad(path, f"unknown GPU model {value!r}; known: {', '.join(sorted(policy.models))}")
+            bad(path, f"unknown GPU model {_shown(value)}; known: {', '.join(sorted(policy.models))}")
     if keys.pool in present and (got := get(keys.pool)) is not None:
         value, path = got
         if value in policy.pools:
             intent.pool = value
         else:
-            bad(path, f"unknown pool {value!r}; pools: {', '.join(sorted(policy.pools))}")
+            bad(path, f"unknown pool {_shown(value)}; pools: {', '.join(sorted(policy.pools))}")
     if keys.rdma in present and (got := get(keys.rdma)) is not None:
         value, path = got
         if value.lower() in ("true", "false"):
             intent.rdma = value.lower() == "true"
         else:
-            bad(path, f'{keys.rdma} must be "true" or "false", got {value!r}')
+            bad(path, f'{keys.rdma} must be "true" or "false", got {_shown(value)}')
     if keys.gang in present and (got := get(keys.gang)) is not None:
         value, path = got
         if _DNS_1123.match(value) and len(value) <= 63:
@@ -162,13 +186,17 @@ def read_intent(
         elif len(value) > 63:  # it becomes a label value (and a PodGroup name): 63 characters at most
             bad(path, f"{keys.gang} is {len(value)} characters; the limit is 63 (it is a label value): shorten it")
         else:
-            bad(path, f"{keys.gang} must be a DNS-1123 name (lower case, digits, '-', '.'), got {value!r}")
+            bad(path, f"{keys.gang} must be a DNS-1123 name (lower case, digits, '-', '.'), got {_shown(value)}")
     if keys.gang_size in present and (got := get(keys.gang_size)) is not None:
         value, path = got
-        if value.isdigit() and int(value) >= 1:
-            intent.gang_size = int(value)
+        if (number := positive_integer(value)) is not None:
+            intent.gang_size = number
         else:
-            bad(path, f"{keys.gang_size} must be an integer >= 1, got {value!r}")
+            bad(
+                path,
+                f"{keys.gang_size} must be an integer >= 1 of at most {MAX_INTEGER_DIGITS} ASCII digits, "
+                f'got {_shown(value)} (example: "4")',
+            )
     if keys.topology in present and (got := get(keys.topology)) is not None:
         value, path = got
         if value in ("none", "none:"):
@@ -178,7 +206,8 @@ def read_intent(
         else:
             bad(
                 path,
-                f"{keys.topology} must be node, switch, rack, zone or none, optionally ':required', got {value!r}",
+                f"{keys.topology} must be node, switch, rack, zone or none, optionally ':required', "
+                f"got {_shown(value)}",
             )
     if keys.container in present and (got := get(keys.container)) is not None:
         value, path = got
@@ -191,5 +220,5 @@ def read_intent(
         if value in names:
             intent.container = value
         else:
-            bad(path, f"no container named {value!r}; containers: {', '.join(str(n) for n in names)}")
+            bad(path, f"no container named {_shown(value)}; containers: {', '.join(str(n) for n in names)}")
     return intent

@@ -79,7 +79,7 @@ class ContainerResources:
         for resource, fam in self.families.items():
             if fam in (WHOLE, MIG):
                 raw = self.limits.get(resource, self.requests.get(resource))
-                if type(raw) is str and raw.isdigit() and raw.isascii():  # "8": the usual spelling
+                if type(raw) is str and len(raw) < 19 and raw.isdigit() and raw.isascii():  # "8": the usual spelling
                     whole += int(raw)
                     continue
                 amount = self.amount(resource)

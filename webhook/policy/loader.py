@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from webhook import yamlpos
+from webhook.actions import ENGINE_ERROR
 from webhook.policy.compiled import Policy
 from webhook.policy.model import API_VERSION, KIND, Isolation, PolicyDocument, PolicySpec
 from webhook.validation_errors import dotted as _dotted
@@ -373,6 +374,17 @@ def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> 
                     )
                 )
     for rule_id, settings in spec.rules.items():
+        if rule_id == ENGINE_ERROR:
+            issues.append(
+                _issue_at(
+                    merge,
+                    ("rules", rule_id),
+                    "engine-error cannot be configured: /validate denies every object the engine failed to "
+                    "judge (settings.failure decides only what /mutate does)",
+                    "remove rules.engine-error from the policy",
+                )
+            )
+            continue
         if rule_id not in RULES:
             issues.append(
                 _issue_at(merge, ("rules", rule_id), f"unknown rule id {rule_id!r}", near(rule_id, RULES))

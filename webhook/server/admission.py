@@ -5,10 +5,12 @@ final object, after every mutating webhook (ours, Kueue's, Volcano's) has run, s
 denials computed at mutation time would judge an object that does not exist yet.
 
 An exception from the engine is a bug, not the user's fault. It never becomes a 500 (the apiserver
-would apply ``failurePolicy`` with an opaque ``failed calling webhook`` message) nor a dead worker:
-the policy's ``settings.failure`` decides. ``allow`` admits unchanged, logged and counted, with a
-warning and an audit annotation on ``/validate``; ``deny`` rejects with a message that names the
-problem and the uid to find in the log.
+would apply ``failurePolicy`` with an opaque ``failed calling webhook`` message) nor a dead worker.
+``/validate`` denies it (rule ``engine-error``, never off): it is the last word on what gets stored,
+and admitting an object it did not judge would let one character that trips a bug carry a privileged,
+non-entitled pod past every rule. ``/mutate`` follows the policy's ``settings.failure``: ``allow``
+admits unchanged (the object then meets ``/validate``), ``deny`` rejects. Both name the problem and
+the uid to find in the log.
 
 Dry-run reviews (``kubectl apply --dry-run=server``) get the same decision; the webhook has no side
 effects to skip beyond metrics, where they are counted with ``dry_run="true"`` in
@@ -21,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from webhook.actions import ENGINE_ERROR
 from webhook.engine import Decision, evaluate
 from webhook.server import metrics
 from webhook.server.logs import log_decision, server_log
@@ -28,7 +31,8 @@ from webhook.server.namespaces import NamespaceSource
 from webhook.server.reload import PolicyStore
 from webhook.server.review import Review, allow, deny, parse_review
 
-ENGINE_ERROR_RULE = "engine-error"
+ENGINE_ERROR_RULE = ENGINE_ERROR
+"""Not in the engine's rule registry: no check finds it, the server gives it when the engine raises."""
 
 Evaluate = Callable[..., Decision]
 
@@ -104,26 +108,28 @@ class Admitter:
         self, endpoint: str, review: Review, failure: str, exc: Exception
     ) -> tuple[dict[str, Any], str, dict[str, Any]]:
         what = type(exc).__name__
+        applied = failure if endpoint == "mutate" else "deny"  # /validate never admits what it did not judge
         server_log.error(
-            "engine error; applying settings.failure",
+            "engine error; applying settings.failure" if endpoint == "mutate" else "engine error; denied",
             exc_info=exc,
-            extra={"fields": {"uid": review.uid, "endpoint": endpoint, "failure": failure, "error": what}},
+            extra={"fields": {"uid": review.uid, "endpoint": endpoint, "failure": applied, "error": what}},
         )
-        metrics.ENGINE_ERRORS.labels(endpoint, failure).inc()
-        extra: dict[str, Any] = {"error": what, "failure": failure, "rules": [ENGINE_ERROR_RULE]}
-        if failure == "deny":
-            message = (
-                f"[{ENGINE_ERROR_RULE}] gpu-admission could not evaluate this object ({what}) and the policy's "
-                f"settings.failure is deny; retry, or ask the platform team to look up uid {review.uid} in the "
-                "webhook log"
-            )
-            extra["allowed"] = False
-            return deny(review, message), "error", extra
-        extra["allowed"] = True
-        if endpoint == "mutate":
+        metrics.ENGINE_ERRORS.labels(endpoint, applied).inc()
+        extra: dict[str, Any] = {"error": what, "failure": applied, "rules": [ENGINE_ERROR_RULE]}
+        if applied == "allow":  # /mutate only: the object still meets /validate
+            extra["allowed"] = True
             return allow(review), "error", extra
-        note = f"[{ENGINE_ERROR_RULE}] admitted without GPU policy checks: internal error ({what})"
-        return allow(review, warnings=[note], audit={ENGINE_ERROR_RULE: note}), "error", extra
+        why = (
+            "and the policy's settings.failure is deny"
+            if endpoint == "mutate"
+            else "and an object that was not judged is never admitted"
+        )
+        message = (
+            f"[{ENGINE_ERROR_RULE}] gpu-admission could not evaluate this object ({what}) {why}; retry, or ask "
+            f"the platform team to look up uid {review.uid} in the webhook log"
+        )
+        extra["allowed"] = False
+        return deny(review, message), "error", extra
 
     def _account(
         self,

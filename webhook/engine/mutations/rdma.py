@@ -31,6 +31,35 @@ def _has(existing: list[tuple[str, str, str]], wanted: tuple[str, str, str]) -> 
     )
 
 
+MAX_NETWORKS_DEPTH = 16
+"""A network selection list is ``[{"name", "namespace", "interface", "ips", "cni-args": {...}}]``:
+three or four levels. Deeper JSON is refused before parsing (a thousand levels make ``json.loads``
+raise RecursionError, and every later walk of the value with it)."""
+
+
+def _too_deep(text: str) -> bool:
+    """Whether brackets outside JSON strings nest deeper than MAX_NETWORKS_DEPTH (one linear scan)."""
+    depth = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_NETWORKS_DEPTH:
+                return True
+        elif ch in "]}":
+            depth -= 1
+    return False
+
+
 def merge_networks(current: Any, wanted: tuple[str, ...]) -> tuple[str | None, str | None]:
     """Return (new annotation value or None if unchanged, error or None)."""
     if current is None or (isinstance(current, str) and not current.strip()):
@@ -40,6 +69,11 @@ def merge_networks(current: Any, wanted: tuple[str, ...]) -> tuple[str | None, s
     if not isinstance(current, str):
         return None, f"{NETWORKS} must be a string"
     if any(c in current for c in '[{"'):
+        if _too_deep(current):
+            return None, (
+                f"{NETWORKS} is JSON nested more than {MAX_NETWORKS_DEPTH} levels deep; a network selection "
+                'is a list of flat objects such as [{"name": "roce-net"}]'
+            )
         try:
             items = json.loads(current)
         except ValueError as exc:

@@ -73,7 +73,7 @@ def extended_resource(ctx: Context) -> Iterable[Finding]:
 
 def _plain_count(value: object) -> bool:
     """A decimal integer string such as "8": whole and non-negative without parsing a quantity."""
-    return type(value) is str and value.isdigit() and value.isascii()
+    return type(value) is str and len(value) < 19 and value.isdigit() and value.isascii()
 
 
 def _mig_devices(c: ContainerResources) -> int | Fraction:
