@@ -38,6 +38,36 @@ _MENTION = re.compile(
 )
 
 
+_MENTION_BYTES = re.compile(_MENTION.pattern.encode())
+
+
+def source_mentions_context(source: Source) -> bool:
+    """Whether any document of ``source`` may be a context object: a block scan, no parsing.
+
+    Most inputs hold none; this keeps the first pass over them at the speed of reading the file.
+    """
+    stream = source.spool
+    if stream is None:
+        if source.path is None:
+            return True
+        try:
+            stream = source.path.open("rb")
+        except OSError:
+            return False  # the judging pass reports it
+    else:
+        stream.seek(0)
+    tail = b""
+    try:
+        while block := stream.read(1 << 20):
+            if _MENTION_BYTES.search(tail + block):
+                return True
+            tail = block[-80:]
+        return bool(_MENTION_BYTES.search(tail))
+    finally:
+        if stream is not source.spool:
+            stream.close()
+
+
 def mentions_context(text: str) -> bool:
     """A cheap pre-filter: only documents that name a context kind are parsed by the first pass."""
     return _MENTION.search(text) is not None
@@ -135,7 +165,7 @@ def from_inputs(sources: Iterable[Source], default_namespace: str) -> ClusterObj
     """Context objects among the manifests. Problems are left to the judging pass, which reports them."""
     found = ClusterObjects(default_namespace)
     for source in sources:
-        if source.error or source.empty:
+        if source.error or source.empty or not source_mentions_context(source):
             continue
         try:
             for doc in documents(source, prefilter=True):
