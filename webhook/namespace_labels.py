@@ -10,14 +10,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
+from webhook import yamlpos
 
 
 def read_namespace_file(path: str | Path) -> dict[str, dict[str, str]]:
     """Parse ``{ns: {label: value}}`` or Namespace/NamespaceList/List documents; ValueError on bad shape."""
     out: dict[str, dict[str, str]] = {}
-    text = Path(path).read_text(encoding="utf-8")
-    for doc in yaml.safe_load_all(text):
+    text = Path(path).read_text(encoding="utf-8-sig")
+    for item in yamlpos.iter_documents(text, with_nodes=False):  # aliases bounded, errors at line:col
+        if isinstance(item, yamlpos.SyntaxProblem):
+            raise ValueError(f"{path}:{item.line}:{item.column}: YAML syntax error: {item.problem}")
+        doc = item.data
         if doc is None:
             continue
         if not isinstance(doc, dict):

@@ -143,3 +143,15 @@ def test_the_prefilter_finds_every_form_kubectl_writes():
     assert mentions_context("kind: Namespace")
     assert not mentions_context("kind: NodePool\n")
     assert not mentions_context("kind: Pod\n")
+
+
+def test_a_namespaces_file_is_loaded_with_bounded_aliases_and_located_errors(tmp_path):
+    from tests.check.test_hostile_files import billion_laughs
+
+    (tmp_path / "job.yaml").write_text(INFER)
+    (tmp_path / "ns.yaml").write_text(billion_laughs().replace("kind: Pod", "kind: Namespace"))
+    code, _out, err = run(str(tmp_path / "job.yaml"), "--namespaces", str(tmp_path / "ns.yaml"))
+    assert code == 2 and f"--namespaces: {tmp_path / 'ns.yaml'}:" in err and "YAML aliases expand" in err
+    (tmp_path / "ns.yaml").write_text("llm: {a: [}\n")
+    code, _out, err = run(str(tmp_path / "job.yaml"), "--namespaces", str(tmp_path / "ns.yaml"))
+    assert code == 2 and f"{tmp_path / 'ns.yaml'}:1:" in err and "YAML syntax error" in err
