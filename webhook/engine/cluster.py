@@ -27,7 +27,8 @@ class Cluster:
     - ``namespaces``: namespace name -> its labels (the entitlement trust anchor);
     - ``nodes``: Node objects, for exact per-node placement judgement;
     - ``claim_templates`` / ``claims``: (namespace, name) -> ResourceClaimTemplate / ResourceClaim;
-    - ``device_classes``: name -> DeviceClass.
+    - ``device_classes``: name -> DeviceClass;
+    - ``complete``: whether the claim maps are all there is.
     """
 
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
@@ -35,6 +36,9 @@ class Cluster:
     claim_templates: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=_empty)
     claims: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=_empty)
     device_classes: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
+    complete: bool = False
+    """The claim maps are the whole cluster (a synced watch, ``check --context``): a template that is
+    not there does not exist. Otherwise absence only means "not known"."""
 
 
 EMPTY_CLUSTER = Cluster()

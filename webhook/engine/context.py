@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.engine.claims import ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.intent import Intent
 from webhook.engine.resolve import Failure, Resolution
@@ -35,6 +36,7 @@ class TemplateState:
     targeted_pools: tuple[str, ...] = ()  # pools the user's own nodeSelector selects
     after_tpl: Template | None = None  # the template in the mutated object (what rules judge)
     after: PodResources | None = None
+    claims: ClaimResolver | None = None  # resolves the template's DRA claims (webhook.engine.claims)
     _resources: PodResources | None = None
 
     @property
@@ -43,7 +45,9 @@ class TemplateState:
         template that declares its intent never needs it (the rules, which do, run on ``/validate``)."""
         if self._resources is None:
             policy = self.policy
-            self._resources = inspect_pod(self.tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
+            self._resources = inspect_pod(
+                self.tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources, claims=self.claims
+            )
         return self._resources
 
     @property

@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from webhook.engine import mutations
+from webhook.engine.claims import ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action, Decision, Placement, Violation, WasteReport
@@ -103,7 +104,7 @@ def evaluate(
             mutated=obj,
         )
 
-    states = _read_templates(policy, obj, kind)
+    states = _read_templates(policy, obj, kind, ClaimResolver(policy, cluster, str(ns)))
     stranded = () if kind.mutate else _stranded_intent(policy, meta, kind, states)
     for s in states:  # relevant when a template declares intent or asks for GPUs
         if s.intent is not None or s.resources.has_gpu:
@@ -157,7 +158,10 @@ def evaluate(
                 continue
             state.after_tpl = _template_at(patch.doc, state.tpl)
             state.after = inspect_pod(
-                state.after_tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources
+                state.after_tpl.spec,
+                gpu_prefixes=policy.gpu_prefixes,
+                rdma=policy.rdma_resources,
+                claims=state.claims,
             )
         violations = _run_rules(ctx)
     emits_patch = operation == "CREATE" and kind.mutate
@@ -203,7 +207,9 @@ def _mentions_gpu(policy: Policy, obj: Any) -> bool:
         node = stack.pop()
         if isinstance(node, dict):
             for key, value in node.items():
-                if isinstance(key, str) and (key == policy.keys.workload or policy.is_gpu_resource(key)):
+                if isinstance(key, str) and (
+                    key == policy.keys.workload or key == "resourceClaims" or policy.is_gpu_resource(key)
+                ):
                     return True
                 stack.append(value)
         elif isinstance(node, list):
@@ -214,13 +220,17 @@ def _mentions_gpu(policy: Policy, obj: Any) -> bool:
 _NO_METADATA: dict[str, Any] = {"metadata": {}}
 
 
-def _read_templates(policy: Policy, obj: dict[str, Any], kind: CompiledKind) -> list[TemplateState]:
+def _read_templates(
+    policy: Policy, obj: dict[str, Any], kind: CompiledKind, claims: ClaimResolver
+) -> list[TemplateState]:
     # the object's own metadata is a fallback only where the webhook mutates the object: other
     # controllers copy nothing but the template to their pods (see _stranded_intent)
     source = obj if kind.mutate else _NO_METADATA
     out: list[TemplateState] = []
     for tpl in templates(obj, kind):
-        state = TemplateState(tpl=tpl, intent=None, policy=policy, targeted_pools=_targeted_pools(policy, tpl))
+        state = TemplateState(
+            tpl=tpl, intent=None, policy=policy, targeted_pools=_targeted_pools(policy, tpl), claims=claims
+        )
         found = read_class(policy, source, tpl)
         if found is not None and found[0] != OPT_OUT:
             state.intent = read_intent(policy, source, tpl, found[0], found[1])

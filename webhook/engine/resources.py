@@ -10,15 +10,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.quantity import QuantityError, parse_quantity
+
+if TYPE_CHECKING:
+    from webhook.engine.claims import ClaimResolver, PodClaim
 
 WHOLE = "whole"
 MIG = "mig"
 SHARED = "shared"
 HAMI = "hami"
 RDMA = "rdma"
+UNRESOLVED = "unresolved"  # a DRA device the webhook cannot tell (webhook.engine.claims)
+SLICED = frozenset({MIG, SHARED, HAMI, UNRESOLVED})
+"""Families that put a pod next to other tenants' work on one card (or may: an unresolved claim)."""
 
 HAMI_KEYS = frozenset({"nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"})
 WHOLE_KEYS = frozenset({"nvidia.com/gpu", "aliyun.com/gpu-count"})
@@ -99,8 +105,14 @@ class ContainerResources:
 
 @dataclass(slots=True)
 class PodResources:
+    """A pod's devices from both sources: extended resources per container, and DRA claims per pod.
+
+    Claims belong to the pod (Kubernetes allocates each ``spec.resourceClaims`` entry once, whichever
+    containers use it), so they add to the pod's count and families, not to a container's."""
+
     containers: list[ContainerResources]
-    gpu_families: frozenset[str] = frozenset()  # of all containers; set by inspect_pod
+    gpu_families: frozenset[str] = frozenset()  # of all containers and claims; set by inspect_pod
+    claims: tuple[PodClaim, ...] = ()
     _devices: int | None = None
 
     @property
@@ -115,8 +127,26 @@ class PodResources:
         if self._devices is None:
             regular = sum(c.whole_gpus() for c in self.containers if c.group == "containers")
             init = max((c.whole_gpus() for c in self.containers if c.group == "initContainers"), default=0)
-            self._devices = max(regular, init)
+            self._devices = max(regular, init) + sum(c.devices for c in self.claims)
         return self._devices
+
+    @property
+    def takes_all(self) -> bool:
+        """A claim with ``allocationMode: All``: every matching device of the node, however many."""
+        return any(r.all for c in self.claims for r in c.requests)
+
+    @property
+    def claim_memory(self) -> int | None:
+        """The largest memory per device any claim asks for (worst case over alternatives)."""
+        sizes = [r.memory for c in self.claims for r in c.requests if r.memory is not None]
+        return max(sizes) if sizes else None
+
+    @property
+    def dra_classes(self) -> frozenset[str]:
+        """DeviceClasses the pod's resolved GPU claims ask for (what a pool must serve)."""
+        if not self.claims:
+            return frozenset()
+        return frozenset().union(*(c.classes for c in self.claims if c.unresolved is None))
 
 
 
@@ -124,7 +154,15 @@ def _map(value: Any) -> dict[str, Any]:
     return value if type(value) is dict or isinstance(value, dict) else {}
 
 
-def inspect_pod(spec: dict[str, Any], *, gpu_prefixes: tuple[str, ...], rdma: frozenset[str]) -> PodResources:
+def inspect_pod(
+    spec: dict[str, Any],
+    *,
+    gpu_prefixes: tuple[str, ...],
+    rdma: frozenset[str],
+    claims: ClaimResolver | None = None,
+) -> PodResources:
+    """The pod's devices. ``claims`` resolves DRA claims and DeviceClass-mapped extended resources;
+    without it (no cluster view at all) neither is read."""
     out: list[ContainerResources] = []
     for group in ("initContainers", "containers"):
         items = spec.get(group)
@@ -139,6 +177,8 @@ def inspect_pod(spec: dict[str, Any], *, gpu_prefixes: tuple[str, ...], rdma: fr
             for key in (*limits, *requests):
                 if isinstance(key, str) and key not in fams:
                     fam = _family(key, gpu_prefixes, rdma)
+                    if fam is None and claims is not None and "/" in key:
+                        fam = claims.extended_family(key)
                     if fam is not None:
                         fams[key] = fam
             name = container.get("name")
@@ -148,4 +188,8 @@ def inspect_pod(spec: dict[str, Any], *, gpu_prefixes: tuple[str, ...], rdma: fr
                     index, group, name if isinstance(name, str) else "", container, limits, requests, fams, gpu
                 )
             )
-    return PodResources(out, frozenset().union(*(c.gpu_families for c in out)))
+    families = frozenset().union(*(c.gpu_families for c in out))
+    if claims is not None and spec.get("resourceClaims"):
+        pod_claims = claims.pod_claims(spec)
+        return PodResources(out, families.union(*(c.families for c in pod_claims)), pod_claims)
+    return PodResources(out, families)

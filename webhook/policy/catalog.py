@@ -1,4 +1,4 @@
-"""Built-in GPU catalog: memory, GFD product label and MIG profiles per model.
+"""Built-in catalogs: GPU models (memory, GFD product label, MIG profiles) and DRA device classes.
 
 Facts from NVIDIA's MIG user guide and mig-parted (see docs/policy.md for sources). A policy may
 override any entry or add models under ``spec.gpuModels``. Profile names keep NVIDIA's spelling
@@ -112,4 +112,35 @@ BUILTIN_GPU_MODELS: dict[str, dict[str, object]] = {
     "L4": {"memory": "24Gi", "product": "NVIDIA-L4", "mig": []},
     "A10": {"memory": "24Gi", "product": "NVIDIA-A10", "mig": []},
     "L40S": {"memory": "48Gi", "product": "NVIDIA-L40S", "mig": []},
+}
+
+
+# --- DRA device classes ------------------------------------------------------------------------------
+#
+# What a DeviceClass hands out, for the classes the GPU DRA drivers ship (their Helm charts'
+# deviceclass templates; see docs/policy.md "Dynamic Resource Allocation"). A policy may override an
+# entry or add classes under ``spec.deviceClasses``. ``kind``: ``whole`` (a card), ``mig`` (a MIG
+# device), ``shared`` (a share of a card sized by capacity), ``other`` (a known device that is not a
+# GPU, e.g. an IMEX channel: recognised, never counted). A name starting with ``*.`` matches every
+# class ending in the rest; an exact name wins over a pattern. A per-profile MIG class
+# (``mig-1g-12gb.gpu.nvidia.com``) takes its profile from the name.
+BUILTIN_DEVICE_CLASSES: dict[str, dict[str, object]] = {
+    "gpu.nvidia.com": {"kind": "whole", "driver": "gpu.nvidia.com", "extendedResourceName": "nvidia.com/gpu"},
+    "mig.nvidia.com": {"kind": "mig", "driver": "gpu.nvidia.com"},
+    "vfio.gpu.nvidia.com": {"kind": "whole", "driver": "gpu.nvidia.com"},
+    "*.gpu.nvidia.com": {"kind": "mig", "driver": "gpu.nvidia.com"},
+    "compute-domain-daemon.nvidia.com": {"kind": "other", "driver": "compute-domain.nvidia.com"},
+    "compute-domain-default-channel.nvidia.com": {"kind": "other", "driver": "compute-domain.nvidia.com"},
+    "gpu.amd.com": {"kind": "whole", "driver": "gpu.amd.com"},
+    "hami-core-gpu.project-hami.io": {"kind": "shared", "driver": "hami-core-gpu.project-hami.io"},
+}
+
+# DRA drivers whose devices are GPUs: a DeviceClass the catalogue does not name is recognised by the
+# driver its CEL selector requires (``device.driver == '<driver>'``). NVIDIA's driver tells whole cards
+# from MIG devices by the ``type`` attribute.
+BUILTIN_DRA_DRIVERS: dict[str, str] = {
+    "gpu.nvidia.com": "whole",
+    "gpu.amd.com": "whole",
+    "hami-core-gpu.project-hami.io": "shared",
+    "compute-domain.nvidia.com": "other",
 }

@@ -13,6 +13,8 @@ from fractions import Fraction
 from typing import Any, ClassVar, TypeVar
 
 from webhook.policy.kinds import CompiledKind, builtin_table, kind_table
+from webhook.policy.dra import DraCatalogue
+from webhook.policy.dra import build as build_dra
 from webhook.policy.model import (
     Entitlement,
     GPUModel,
@@ -140,6 +142,8 @@ class Policy:
     mig_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # resource -> models offering it
     kinds: dict[tuple[str, str], CompiledKind] = field(default_factory=builtin_table)
     """(apiVersion, kind) -> the kind table's row: the built-ins and the policy's ``workloadKinds``."""
+    dra: DraCatalogue = field(default_factory=DraCatalogue)
+    """DeviceClass catalogue and the platform's ResourceClaimTemplates (``webhook.policy.dra``)."""
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """Results of pure functions of this policy and small request facts (see :meth:`recall`)."""
 
@@ -199,6 +203,10 @@ class Policy:
         for model in models.values():
             for profile in model.profiles:
                 mig.setdefault(profile.resource, []).append(model.name)
+        dra, _ = build_dra(
+            spec,
+            {n: (p.gpu.memory, tuple((pr.name, pr.memory) for pr in p.profiles if pr.plain)) for n, p in pools.items()},
+        )
         return cls(
             spec=spec,
             settings=settings,
@@ -214,6 +222,7 @@ class Policy:
             rdma_resources=rdma | frozenset({"rdma/"}),
             mig_resources={k: tuple(v) for k, v in mig.items()},
             kinds=kind_table(spec.workload_kinds),
+            dra=dra,
         )
 
     # --- entitlement -------------------------------------------------------------------------

@@ -172,16 +172,18 @@ def load_policy_texts(texts: Iterable[tuple[str, str]]) -> Policy:
 # --- merge ---------------------------------------------------------------------------------------
 
 # spec sections whose entries are merged by name across files (a name defined twice is an error)
-_NAMED_SECTIONS = ("gpuModels", "pools", "classes", "rules", "priorityClasses")
+_NAMED_SECTIONS = ("gpuModels", "deviceClasses", "pools", "classes", "rules", "priorityClasses")
 _SECTION_NOUN = {
-    "gpuModels": "GPU model", "pools": "pool", "classes": "class", "rules": "rule", "priorityClasses": "priority class"
+    "gpuModels": "GPU model", "deviceClasses": "device class", "pools": "pool", "classes": "class", "rules": "rule",
+    "priorityClasses": "priority class",
 }  # fmt: skip
 
 
 def _merge(documents: list[tuple[_Source, PolicyDocument]], issues: list[PolicyIssue]) -> _Merge:
     merge = _Merge()
     spec: dict[str, Any] = {
-        "gpuModels": {}, "pools": {}, "classes": {}, "namespaces": [], "rules": {}, "priorityClasses": {}
+        "gpuModels": {}, "deviceClasses": {}, "pools": {}, "classes": {}, "namespaces": [], "rules": {},
+        "priorityClasses": {},
     }  # fmt: skip
     for source, doc in documents:
         raw_spec = source.doc.data.get("spec") or {}
@@ -373,6 +375,8 @@ def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> 
                         near(pname, spec.pools),
                     )
                 )
+    for path, message, hint in _dra_problems(spec, models):
+        issues.append(_issue_at(merge, path, message, hint))
     for rule_id, settings in spec.rules.items():
         if rule_id == ENGINE_ERROR:
             issues.append(
@@ -400,6 +404,22 @@ def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> 
                         near(cname, spec.classes),
                     )
                 )
+
+
+def _dra_problems(spec: PolicySpec, models: set[str]) -> list[tuple[tuple[Any, ...], str, str]]:
+    """DRA blocks that name unknown or unfit DeviceClasses, or templates two pools name differently."""
+    if not any(p.dra is not None for p in spec.pools.values()):
+        return []
+    from webhook.policy.dra import build
+
+    compiled = Policy.compile(
+        spec.model_copy(update={"pools": {n: p for n, p in spec.pools.items() if p.gpu_model in models}})
+    )
+    cards = {
+        n: (p.gpu.memory, tuple((pr.name, pr.memory) for pr in p.profiles if pr.plain))
+        for n, p in compiled.pools.items()
+    }
+    return build(spec, cards)[1]
 
 
 def _names(items: Iterable[Isolation]) -> str:

@@ -140,6 +140,54 @@ class GPUModel(Model):
         return value
 
 
+class DeviceClassKind(StrEnum):
+    WHOLE = "whole"
+    MIG = "mig"
+    SHARED = "shared"
+    OTHER = "other"
+
+
+_DEVICE_CLASS_NAME = re.compile(r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _device_class_name(value: str) -> str:
+    if not _DEVICE_CLASS_NAME.match(value) or len(value) > 253:
+        raise ValueError(
+            f"{value!r} is not a DeviceClass name (a DNS subdomain such as 'gpu.nvidia.com', "
+            "or '*.' and one such as '*.gpu.nvidia.com')"
+        )
+    return value
+
+
+DeviceClassName = Annotated[str, AfterValidator(_device_class_name)]
+
+
+class DeviceClass(Model):
+    """What a DRA DeviceClass hands out (a catalogue entry): whole cards, MIG devices, shares, or no GPU."""
+
+    kind: DeviceClassKind
+    driver: str | None = Field(None, description="the DRA driver serving the class (informational)")
+    profile: str | None = Field(None, description="mig: the profile every device of the class has")
+    memory: Quantity | None = Field(None, description="memory of each device, when the class fixes it")
+    extended_resource_name: str | None = Field(
+        None, description="the extended resource the class serves (DeviceClass spec.extendedResourceName)"
+    )
+
+    @field_validator("profile")
+    @classmethod
+    def _profile(cls, value: str | None) -> str | None:
+        if value is not None and not _MIG_PROFILE.match(value):
+            raise ValueError(f"{value!r} is not a MIG profile name like '1g.10gb'")
+        return value
+
+    @field_validator("extended_resource_name")
+    @classmethod
+    def _resource(cls, value: str | None) -> str | None:
+        if value is not None and not _RESOURCE_NAME.match(value):
+            raise ValueError(f"{value!r} is not an extended resource name like 'nvidia.com/gpu'")
+        return value
+
+
 # --- pools -------------------------------------------------------------------------------------
 
 
@@ -203,6 +251,43 @@ class RdmaConfig(Model):
         return value
 
 
+class DraTemplates(Model):
+    """Names of the platform's ResourceClaimTemplates; ``{count}``, ``{profile}``, ``{memory}`` are filled in."""
+
+    exclusive: str = "gpu-admission-gpu-{count}"
+    mig: str = "gpu-admission-mig-{profile}"
+    shared: str = "gpu-admission-mem-{memory}"
+
+    @model_validator(mode="after")
+    def _placeholders(self) -> DraTemplates:
+        for field, placeholder in (("exclusive", "{count}"), ("mig", "{profile}"), ("shared", "{memory}")):
+            value = getattr(self, field)
+            if value.count(placeholder) != 1:
+                raise ValueError(f"{field}: {value!r} must contain {placeholder} exactly once")
+            sample = value.replace(placeholder, "1g-5gb")
+            if not _DEVICE_CLASS_NAME.match(sample) or sample.startswith("*") or len(sample) > 200:
+                raise ValueError(
+                    f"{field}: {value!r} does not make a valid object name (lower case, digits, '-', '.')"
+                )
+        return self
+
+
+class DraConfig(Model):
+    """The pool serves GPUs through DRA: intent becomes a claim on the platform's template, not resources."""
+
+    device_classes: dict[Isolation, DeviceClassName] = Field(
+        default_factory=dict, description="isolation -> the DeviceClass the platform's templates use"
+    )
+    templates: DraTemplates = DraTemplates()
+    memory_sizes: tuple[Quantity, ...] | None = Field(
+        None, description="shared: the slice sizes offered (default: powers of two GiB and the whole card)"
+    )
+    claim_name: Name = Field("gpu", description="name of the pod's resource claim the webhook adds")
+    serves: tuple[DeviceClassName, ...] = Field(
+        (), description="further DeviceClasses the pool's nodes serve (what raw claims may reach)"
+    )
+
+
 class Pool(Model):
     description: str = ""
     gpu_model: str
@@ -222,6 +307,7 @@ class Pool(Model):
     adopt_as: str | None = Field(
         None, description="class given to raw GPU requests whose nodeSelector selects this pool"
     )
+    dra: DraConfig | None = Field(None, description="serve GPUs through DRA resource claims")
 
     @model_validator(mode="after")
     def _consistent(self) -> Pool:
@@ -229,8 +315,15 @@ class Pool(Model):
             raise ValueError(
                 "isolation lists 'mig' but the pool has no 'mig' section (strategy mixed|single)"
             )
-        if Isolation.SHARED in self.isolation and self.sharing is None:
-            raise ValueError("isolation lists 'shared' but the pool has no 'sharing' section (provider)")
+        dra = self.dra.device_classes if self.dra is not None else {}
+        if Isolation.SHARED in self.isolation and self.sharing is None and Isolation.SHARED not in dra:
+            raise ValueError(
+                "isolation lists 'shared' but the pool has no 'sharing' section (provider) "
+                "and no dra.deviceClasses.shared"
+            )
+        for isolation in dra:
+            if isolation not in self.isolation:
+                raise ValueError(f"dra.deviceClasses names {isolation.value!r}, which isolation does not list")
         if not self.isolation:
             raise ValueError("isolation must list at least one of exclusive, mig, shared")
         return self
@@ -399,6 +492,7 @@ class Settings(Model):
 class PolicySpec(Model):
     settings: Settings | None = None
     gpu_models: dict[str, GPUModel] = Field(default_factory=dict, alias="gpuModels")
+    device_classes: dict[DeviceClassName, DeviceClass] = Field(default_factory=dict, alias="deviceClasses")
     pools: dict[Name, Pool] = Field(default_factory=dict)
     classes: dict[Name, WorkloadClass] = Field(default_factory=dict)
     namespaces: tuple[Entitlement, ...] = ()

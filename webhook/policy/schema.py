@@ -50,6 +50,11 @@ FIELDS: dict[str, dict[str, Any]] = {
             "GPU models added to (or overriding) the built-in catalog, by name",
             "gpuModels: {L40S-48GB: {memory: 48Gi, product: NVIDIA-L40S}}",
         ),
+        "deviceClasses": (
+            "DRA DeviceClasses added to (or overriding) the built-in catalogue, by name; `*.suffix` matches "
+            "every class ending in `.suffix`",
+            "deviceClasses: {gpu.example.com: {kind: whole, driver: gpu.example.com}}",
+        ),
         "pools": ("node pools by name (DNS label)", "pools: {infer-a100: {gpuModel: A100-40GB, gpusPerNode: 8}}"),
         "classes": ("workload classes by name (DNS label)", "classes: {inference: {pools: [infer-a100]}}"),
         "namespaces": (
@@ -180,6 +185,58 @@ FIELDS: dict[str, dict[str, Any]] = {
             "gpuResourcePrefixes: [nvidia.com/gpu, nvidia.com/mig-, aliyun.com/gpu]",
         ),
     },
+    "DeviceClass": {
+        "": "What a DRA DeviceClass hands out; claims on it are counted and sized through this entry.",
+        "kind": (
+            "`whole` (a card), `mig` (a MIG device), `shared` (a share sized by capacity), `other` (a known "
+            "device that is not a GPU, such as an IMEX channel: never counted, never claim-unresolved)",
+            "kind: whole",
+        ),
+        "driver": ("the DRA driver serving the class (informational; MIG selectors use its attribute domain)",
+                   "driver: gpu.nvidia.com"),
+        "profile": ("mig: the MIG profile of every device of the class", "profile: 1g.10gb"),
+        "memory": ("memory of each device, when the class fixes it", "memory: 24Gi"),
+        "extendedResourceName": (
+            "the extended resource the class serves (as its `spec.extendedResourceName`): pods asking for it "
+            "hold this class's devices",
+            "extendedResourceName: example.com/gpu",
+        ),
+    },
+    "DraConfig": {
+        "": "The pool serves GPUs through DRA: intent becomes a claim on the platform's template, not "
+        "extended resources.",
+        "deviceClasses": (
+            "isolation → the DeviceClass the platform's templates use; isolations not listed keep extended "
+            "resources",
+            "deviceClasses: {mig: mig.nvidia.com, exclusive: gpu.nvidia.com}",
+        ),
+        "templates": (
+            "naming rules of the platform's ResourceClaimTemplates",
+            "templates: {mig: 'gpu-admission-mig-{profile}'}",
+        ),
+        "memorySizes": (
+            "shared: the memory slices offered; intent is rounded up to the next one (default: powers of two "
+            "GiB below the card, and the whole card)",
+            "memorySizes: [4Gi, 8Gi, 12Gi, 24Gi]",
+        ),
+        "claimName": ("name of the pod resource claim the webhook adds", "claimName: gpu"),
+        "serves": (
+            "further DeviceClasses the pool's nodes serve, for pods that write their own claims",
+            "serves: [gpu.nvidia.com]",
+        ),
+    },
+    "DraTemplates": {
+        "": "Names of the platform's ResourceClaimTemplates; the placeholder is filled in per size.",
+        "exclusive": ("whole GPUs; `{count}` is the number of GPUs", "exclusive: 'gpu-admission-gpu-{count}'"),
+        "mig": (
+            "MIG; `{profile}` is the profile with `.`/`+` as `-` (`1g-5gb`)",
+            "mig: 'gpu-admission-mig-{profile}'",
+        ),
+        "shared": (
+            "memory slices; `{memory}` is the size in lower case (`4gi`)",
+            "shared: 'gpu-admission-mem-{memory}'",
+        ),
+    },
     "GPUModel": {
         "": "A GPU model of the catalog: memory, the GFD product label and its MIG profiles.",
         "memory": ("memory of one card (Kubernetes quantity)", "memory: 80Gi"),
@@ -224,6 +281,11 @@ FIELDS: dict[str, dict[str, Any]] = {
         "topology": (
             "packing level -> node label key (used by class/intent topology)",
             "topology: {node: kubernetes.io/hostname, switch: network.topology.nvidia.com/leaf}",
+        ),
+        "dra": (
+            "serve the pool's GPUs through DRA: claims on the platform's ResourceClaimTemplates instead of "
+            "extended resources (`policy render` emits the templates)",
+            "dra: {deviceClasses: {mig: mig.nvidia.com}}",
         ),
         "adoptAs": (
             "class given to raw GPU requests (no workload label) whose nodeSelector selects this pool",
@@ -385,6 +447,9 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("SharingConfig", "spec.pools.<pool>.sharing"),
     ("RdmaConfig", "spec.pools.<pool>.rdma"),
     ("RdmaResource", "spec.pools.<pool>.rdma.resource"),
+    ("DraConfig", "spec.pools.<pool>.dra"),
+    ("DraTemplates", "spec.pools.<pool>.dra.templates"),
+    ("DeviceClass", "spec.deviceClasses.<class>"),
     ("WorkloadClass", "spec.classes.<class>"),
     ("IsolationPolicy", "spec.classes.<class>.isolation"),
     ("GangPolicy", "spec.classes.<class>.gang"),
@@ -403,7 +468,8 @@ ORDER: tuple[tuple[str, str], ...] = (
 )
 
 _QUANTITY_FIELDS = {("GPUModel", "memory"), ("WorkloadClass", "maxGPUMemory"),
-                    ("WorkloadClass", "defaultGPUMemory"), ("RdmaConfig", "shmSize")}  # fmt: skip
+                    ("WorkloadClass", "defaultGPUMemory"), ("RdmaConfig", "shmSize"),
+                    ("DeviceClass", "memory")}  # fmt: skip
 
 
 def _example(snippet: str) -> Any:

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from webhook.engine.context import Context, Finding
 from webhook.engine.decision import Action
-from webhook.engine.resources import HAMI, MIG, SHARED
+from webhook.engine.resources import SLICED
 from webhook.engine.rules.registry import rule
 from webhook.policy.model import QoS
 from webhook.quantity import QuantityError, parse_quantity
@@ -18,7 +18,7 @@ from webhook.quantity import QuantityError, parse_quantity
 def privileged_gpu(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
         pod = state.judged
-        if not pod.gpu_families & {MIG, SHARED, HAMI}:
+        if not pod.gpu_families & SLICED:  # an unresolved claim may be a slice: judged as one
             continue
         for c in pod.containers:
             if c.privileged:

@@ -7,7 +7,7 @@ from fractions import Fraction
 
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
-from webhook.engine.resources import HAMI, MIG, SHARED, WHOLE, ContainerResources
+from webhook.engine.resources import HAMI, MIG, SHARED, UNRESOLVED, WHOLE, ContainerResources
 from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.policy.compiled import CompiledPool
 from webhook.policy.model import Isolation
@@ -133,7 +133,7 @@ def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
         for c in state.judged.containers:
             fams = c.gpu_families
-            if len(fams) > 1:
+            if len(fams - {UNRESOLVED}) > 1:
                 keys = ", ".join(k for k, f in c.families.items() if f in (WHOLE, MIG, SHARED, HAMI))
                 yield Finding(
                     "gpu-kind-mixed",
@@ -177,11 +177,22 @@ def gpu_count_exceeded(ctx: Context) -> Iterable[Finding]:
                 "GPUs per node",
                 state.class_name,
             )
+        most = cls.max_gpus if cls is not None else None
+        if most is not None and state.judged.takes_all and (pool is None or pool.spec.gpus_per_node > most):
+            yield Finding(
+                "gpu-count-exceeded",
+                state.view.dotted("spec", "resourceClaims"),
+                f"a resource claim with allocationMode All takes every GPU of a node, more than class "
+                f"{state.class_name!r}'s maximum of {most}; use allocationMode ExactCount",
+                state.class_name,
+            )
 
 
 @rule("gpu-memory-exceeded", Action.DENY, "gpu-memory larger than any profile / card of the pool")
 def gpu_memory_exceeded(ctx: Context) -> Iterable[Finding]:
     yield from resolution_findings(ctx, "gpu-memory-exceeded")
+    for state in ctx.states:
+        yield from _claim_memory(ctx, state)
     for state in ctx.states:
         res, intent = state.resolution, state.intent
         if res is None or intent is None or res.memory is None or res.cls.max_gpu_memory is None:
@@ -195,6 +206,38 @@ def gpu_memory_exceeded(ctx: Context) -> Iterable[Finding]:
                 f"maximum of {format_bytes(limit)}",
                 intent.class_name,
             )
+
+
+def _claim_memory(ctx: Context, state: TemplateState) -> Iterable[Finding]:
+    """GPU memory a DRA claim asks for per device, against the class maximum and the pool's cards."""
+    pod = state.judged
+    for claim in pod.claims:
+        if claim.platform:
+            continue  # the webhook's own template: sized by resolution, judged there
+        for request in claim.requests:
+            if request.memory is None:
+                continue
+            where = state.view.dotted("spec", "resourceClaims", claim.index)
+            cls = state.cls
+            if cls is not None and cls.max_gpu_memory is not None:
+                limit = parse_quantity(cls.max_gpu_memory)
+                if request.memory > limit:
+                    yield Finding(
+                        "gpu-memory-exceeded",
+                        where,
+                        f"claim {claim.name!r} asks for {format_bytes(request.memory)} of GPU memory per device, "
+                        f"above class {state.class_name!r}'s maximum of {format_bytes(limit)}",
+                        state.class_name,
+                    )
+            pool = judged_pool(ctx, state)
+            if pool is not None and request.memory > pool.gpu.memory:
+                yield Finding(
+                    "gpu-memory-exceeded",
+                    where,
+                    f"claim {claim.name!r} asks for {format_bytes(request.memory)} per device, more than the "
+                    f"{format_bytes(pool.gpu.memory)} of pool {pool.name}'s {pool.spec.gpu_model}",
+                    state.class_name,
+                )
 
 
 @rule("whole-gpu-waste", Action.WARN, "exclusive GPU whose gpu-memory is <= a policy fraction of the card")

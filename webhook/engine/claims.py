@@ -1,0 +1,368 @@
+"""DRA resource claims, resolved to the devices a pod will hold: the claim half of the normalised model.
+
+A pod names claims in ``spec.resourceClaims``: a ResourceClaimTemplate (one claim per pod) or a
+ResourceClaim (shared). Neither is in the admission request, so they are looked up in the cluster
+view the edges pass (``Cluster.claim_templates`` / ``claims``), then among the platform's own templates
+(their content is the policy's). Each request of the claim (``exactly``, or each ``firstAvailable``
+alternative; ``resource.k8s.io/v1`` and the flat ``v1beta1`` form) names a DeviceClass, judged
+through the policy's catalogue, else through a DeviceClass object of the cluster view whose CEL
+selector requires a known GPU driver.
+
+What comes out is the worst case a rule must judge: the largest count and memory of any alternative,
+and every family any alternative may allocate (placement and ``privileged-gpu`` must hold for each).
+A claim that cannot be resolved is kept as *unresolved*: rules treat it as a GPU the webhook cannot
+size (``claim-unresolved`` warns), never as "not a GPU".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.engine.cluster import Cluster
+from webhook.engine.resources import MIG, SHARED, UNRESOLVED, WHOLE
+from webhook.policy.compiled import Policy
+from webhook.policy.dra import ClassInfo
+from webhook.policy.model import DeviceClassKind, mig_profile_memory_gib
+from webhook.quantity import GIB, QuantityError, parse_quantity
+
+IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
+"""Every DeviceClass can be asked for as this extended resource (KEP-5004)."""
+
+_FAMILY = {DeviceClassKind.WHOLE: WHOLE, DeviceClassKind.MIG: MIG, DeviceClassKind.SHARED: SHARED}
+_QUOTE = r"""['"]([^'"]+)['"]"""
+_DRIVER = re.compile(r"device\.driver\s*==\s*" + _QUOTE)
+_TYPE = re.compile(r"device\.attributes\[" + _QUOTE + r"\]\.type\s*==\s*" + _QUOTE)
+_PROFILE = re.compile(r"device\.attributes\[" + _QUOTE + r"\]\.profile\s*==\s*" + _QUOTE)
+_CAPACITY = re.compile(
+    r"device\.capacity\[" + _QUOTE + r"\]\.memory\.compareTo\(\s*quantity\(\s*" + _QUOTE + r"\s*\)\s*\)\s*>=?\s*0"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    """One request of a claim, worst case over its ``firstAvailable`` alternatives."""
+
+    name: str
+    families: frozenset[str]  # of the GPU alternatives; UNRESOLVED for a class nobody knows
+    classes: frozenset[str]  # DeviceClass names of every alternative
+    count: int  # devices, the largest alternative's; allocationMode All counts 1 here and sets ``all``
+    all: bool = False
+    memory: int | None = None  # bytes per device, the largest alternative's
+    profiles: tuple[str, ...] = ()
+    unknown_classes: tuple[str, ...] = ()
+    admin: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """One ``spec.resourceClaims`` entry of a pod and what it resolves to."""
+
+    index: int
+    name: str
+    template: str | None
+    claim: str | None
+    requests: tuple[ClaimRequest, ...] = ()
+    unresolved: str | None = None  # why it could not be resolved (no template, no claim)
+    platform: bool = False  # one of the policy's own templates
+    sharing: str | None = None  # opaque config sharing strategy (TimeSlicing, MPS)
+
+    @property
+    def ref(self) -> str:
+        return self.template or self.claim or ""
+
+    @property
+    def families(self) -> frozenset[str]:
+        if self.unresolved is not None:
+            return frozenset({UNRESOLVED})
+        return frozenset().union(*(r.families for r in self.requests))
+
+    @property
+    def devices(self) -> int:
+        return sum(r.count for r in self.requests if r.families - {UNRESOLVED})
+
+    @property
+    def classes(self) -> frozenset[str]:
+        return frozenset().union(*(r.classes for r in self.requests))
+
+
+def _map(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+@dataclass(slots=True)
+class ClaimResolver:
+    """Resolves claims and DeviceClass-mapped extended resources for one review (namespace + cluster view)."""
+
+    policy: Policy
+    cluster: Cluster
+    namespace: str
+    _mapped: dict[str, str] | None = None
+
+    # --- device classes ------------------------------------------------------------------------
+
+    def device_class(self, name: str) -> ClassInfo | None:
+        """The policy's entry first (the platform team's word), else the cluster's DeviceClass object."""
+        found = self.policy.dra.lookup(name)
+        if found is not None:
+            return found
+        obj = self.cluster.device_classes.get(name)
+        return self._from_object(name, obj) if isinstance(obj, Mapping) else None
+
+    def _from_object(self, name: str, obj: Mapping[str, Any]) -> ClassInfo | None:
+        spec = _map(obj.get("spec"))
+        text = " && ".join(str(_map(_map(s).get("cel")).get("expression") or "") for s in _list(spec.get("selectors")))
+        extended = spec.get("extendedResourceName") if isinstance(spec.get("extendedResourceName"), str) else None
+        driver = _DRIVER.search(text)
+        kind = self.policy.dra.drivers.get(driver.group(1)) if driver else None
+        if kind is None:
+            return None
+        typed = _TYPE.search(text)
+        profile = _PROFILE.search(text)
+        if (typed is not None and typed.group(2) == "mig") or profile is not None:
+            kind = DeviceClassKind.MIG
+        return ClassInfo(
+            name,
+            kind,
+            driver.group(1) if driver else None,
+            profile.group(2) if profile else None,
+            None,
+            extended,
+            "cluster",
+        )
+
+    def extended_family(self, resource: str) -> str | None:
+        """The family of an extended resource a DeviceClass serves (None: no class maps it)."""
+        if resource.startswith(IMPLICIT_PREFIX):
+            info = self.device_class(resource[len(IMPLICIT_PREFIX) :])
+            if info is None:
+                return UNRESOLVED
+            return _FAMILY.get(info.kind)
+        if self._mapped is None:
+            mapped = {}
+            for name, obj in self.cluster.device_classes.items():
+                spec = _map(_map(obj).get("spec"))
+                if isinstance(spec.get("extendedResourceName"), str):
+                    mapped[spec["extendedResourceName"]] = name
+            self._mapped = mapped
+        name = self._mapped.get(resource) or self.policy.dra.extended.get(resource)
+        if name is None:
+            return None
+        info = self.device_class(name)
+        return UNRESOLVED if info is None else _FAMILY.get(info.kind)
+
+    # --- claims --------------------------------------------------------------------------------
+
+    def pod_claims(self, spec: Mapping[str, Any]) -> tuple[PodClaim, ...]:
+        out = []
+        for index, entry in enumerate(_list(spec.get("resourceClaims"))):
+            if isinstance(entry, dict):
+                out.append(self._claim(index, entry))
+        return tuple(out)
+
+    def _claim(self, index: int, entry: dict[str, Any]) -> PodClaim:
+        name = str(entry.get("name") or "")
+        template = entry.get("resourceClaimTemplateName")
+        claim = entry.get("resourceClaimName")
+        source = _map(entry.get("source"))  # the alpha wrapper, tombstoned since 1.31: read, never written
+        template = template if isinstance(template, str) else source.get("resourceClaimTemplateName")
+        claim = claim if isinstance(claim, str) else source.get("resourceClaimName")
+        template = template if isinstance(template, str) and template else None
+        claim = claim if isinstance(claim, str) and claim else None
+        ns = self.namespace
+        platform = False
+        if template is not None:
+            obj = self.cluster.claim_templates.get((ns, template))
+            claim_spec = _map(_map(_map(obj).get("spec")).get("spec")) if obj is not None else None
+            if claim_spec is None and template in self.policy.dra.templates:
+                claim_spec, platform = self.policy.dra.templates[template].claim_spec(), True
+            if claim_spec is None:
+                return PodClaim(index, name, template, None, unresolved=f"ResourceClaimTemplate {template} not found")
+            if obj is None and self.cluster.complete:
+                return PodClaim(
+                    index,
+                    name,
+                    template,
+                    None,
+                    self._requests(claim_spec),
+                    platform=platform,
+                    unresolved=f"the platform's ResourceClaimTemplate {template} is not in the namespace",
+                )
+        elif claim is not None:
+            obj = self.cluster.claims.get((ns, claim))
+            if obj is None:
+                return PodClaim(index, name, None, claim, unresolved=f"ResourceClaim {claim} not found")
+            claim_spec = _map(_map(obj).get("spec"))
+        else:
+            return PodClaim(index, name, None, None, unresolved="names neither a template nor a claim")
+        return PodClaim(
+            index,
+            name,
+            template,
+            claim,
+            self._requests(claim_spec),
+            platform=platform,
+            sharing=_sharing(claim_spec),
+        )
+
+    def _requests(self, claim_spec: Mapping[str, Any]) -> tuple[ClaimRequest, ...]:
+        devices = _map(claim_spec.get("devices"))
+        out = []
+        for request in _list(devices.get("requests")):
+            if not isinstance(request, dict):
+                continue
+            if isinstance(request.get("exactly"), dict):
+                alternatives = [request["exactly"]]
+            elif isinstance(request.get("firstAvailable"), list):
+                alternatives = [a for a in request["firstAvailable"] if isinstance(a, dict)]
+            else:
+                alternatives = [request]  # v1beta1: the request itself names the class
+            judged = self._request(str(request.get("name") or ""), alternatives)
+            if judged is not None:
+                out.append(judged)
+        return tuple(out)
+
+    def _request(self, name: str, alternatives: list[dict[str, Any]]) -> ClaimRequest | None:
+        families: set[str] = set()
+        classes: set[str] = set()
+        unknown: list[str] = []
+        profiles: list[str] = []
+        count, every, memory, admin = 0, False, None, False
+        for alt in alternatives:
+            class_name = alt.get("deviceClassName")
+            if not isinstance(class_name, str):
+                continue
+            classes.add(class_name)
+            info = self.device_class(class_name)
+            if info is None:
+                unknown.append(class_name)
+                families.add(UNRESOLVED)
+            elif not info.gpu:
+                continue
+            selectors = " && ".join(
+                str(_map(_map(s).get("cel")).get("expression") or "") for s in _list(alt.get("selectors"))
+            )
+            profile = info.profile if info is not None else None
+            found = _PROFILE.search(selectors)
+            if found is not None:
+                profile = found.group(2)
+            requested = _capacity(alt)
+            family = _FAMILY.get(info.kind, WHOLE) if info is not None else UNRESOLVED
+            if profile is not None and family != UNRESOLVED:
+                family = MIG
+            elif family == WHOLE and requested is not None:
+                family = SHARED  # consumable capacity: a share of a card other claims may hold too
+            families.add(family)
+            if profile is not None:
+                profiles.append(profile)
+            size = requested if requested is not None else _cel_memory(selectors)
+            if size is None and profile is not None:
+                size = _profile_memory(profile)
+            if size is None and info is not None:
+                size = info.memory
+            if size is not None:
+                memory = size if memory is None else max(memory, size)
+            if alt.get("allocationMode") == "All":
+                every = True
+                count = max(count, 1)
+            else:
+                raw = alt.get("count", 1)
+                count = max(count, raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 1)
+            admin = admin or alt.get("adminAccess") is True
+        if not families:
+            return None  # no GPU among the alternatives (an IMEX channel, a NIC)
+        return ClaimRequest(
+            name, frozenset(families), frozenset(classes), count, every, memory, tuple(profiles), tuple(unknown), admin
+        )
+
+
+def _capacity(alt: Mapping[str, Any]) -> int | None:
+    value = _map(_map(alt.get("capacity")).get("requests")).get("memory")
+    if value is None:
+        return None
+    try:
+        return int(parse_quantity(value))
+    except QuantityError:
+        return None
+
+
+def _cel_memory(expression: str) -> int | None:
+    found = _CAPACITY.search(expression)
+    if found is None:
+        return None
+    try:
+        return int(parse_quantity(found.group(2)))
+    except QuantityError:
+        return None
+
+
+def _profile_memory(profile: str) -> int | None:
+    try:
+        return mig_profile_memory_gib(profile) * GIB
+    except ValueError:
+        return None
+
+
+def _sharing(claim_spec: Mapping[str, Any]) -> str | None:
+    for config in _list(_map(claim_spec.get("devices")).get("config")):
+        params = _map(_map(_map(config).get("opaque")).get("parameters"))
+        strategy = _map(params.get("sharing")).get("strategy")
+        if isinstance(strategy, str):
+            return strategy
+    return None
+
+
+# --- the cluster objects claims are resolved through ----------------------------------------------------
+
+CLAIM_KINDS = {
+    ("resource.k8s.io", "ResourceClaimTemplate"): "claim_templates",
+    ("resource.k8s.io", "ResourceClaim"): "claims",
+    ("resource.k8s.io", "DeviceClass"): "device_classes",
+}
+"""(API group, kind) -> the ``Cluster`` map it feeds; every served version (v1, v1beta1, v1beta2)."""
+
+COMPUTE_DOMAIN = ("resource.nvidia.com", "ComputeDomain")
+CHANNEL_CLASS = "compute-domain-default-channel.nvidia.com"
+
+
+def cluster_entry(obj: Any, default_namespace: str = "default") -> tuple[str, Any, dict[str, Any]] | None:
+    """Where a manifest belongs in the cluster view: (map name, key, object), or None.
+
+    A ComputeDomain stands for the ResourceClaimTemplate its controller creates
+    (``spec.channel.resourceClaimTemplate.name``, an IMEX channel): pods that name it are resolved, and
+    recognised as holding no GPU through it."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("apiVersion"), str):
+        return None
+    group = obj["apiVersion"].rpartition("/")[0]
+    meta = _map(obj.get("metadata"))
+    name = meta.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else default_namespace
+    kind = obj.get("kind")
+    target = CLAIM_KINDS.get((group, kind)) if isinstance(kind, str) else None
+    if target == "device_classes":
+        return target, name, obj
+    if target is not None:
+        return target, (ns, name), obj
+    if (group, kind) == COMPUTE_DOMAIN:
+        channel = _map(_map(_map(obj.get("spec")).get("channel")).get("resourceClaimTemplate")).get("name")
+        if isinstance(channel, str) and channel:
+            template = {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "ResourceClaimTemplate",
+                "metadata": {"name": channel, "namespace": ns},
+                "spec": {
+                    "spec": {
+                        "devices": {"requests": [{"name": "channel", "exactly": {"deviceClassName": CHANNEL_CLASS}}]}
+                    }
+                },
+            }
+            return "claim_templates", (ns, channel), template
+    return None
