@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any, ClassVar, TypeVar
 
-from webhook.policy.kinds import CompiledKind, builtin_table, kind_table
 from webhook.policy.dra import DraCatalogue
 from webhook.policy.dra import build as build_dra
+from webhook.policy.kinds import CompiledKind, builtin_table, kind_table
 from webhook.policy.model import (
     Entitlement,
     GPUModel,
