@@ -52,7 +52,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--documents", type=int, default=10_000)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--write", metavar="FILE", help="only write the stream to FILE (e.g. for a memory run)")
     args = parser.parse_args()
+    if args.write:
+        write_stream(Path(args.write), args.documents)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         stream = Path(tmp) / "manifests.yaml"
         write_stream(stream, args.documents)
