@@ -5,12 +5,15 @@ engine as its ``Cluster`` view. Precedence (docs/ci.md): ``--namespaces`` > ``--
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import yaml
 
 from tests.check.test_check_cli import INFER
 from tests.check.test_check_edges import run
+from tests.conftest import ROOT
 from webhook.check import runner
 from webhook.check.context import ContextError, from_files, mentions_context
 from webhook.check.inputs import read_sources
@@ -53,9 +56,18 @@ def test_a_namespace_yaml_next_to_the_jobs_grants_its_labels(tmp_path):
     assert "Namespace/llm: skipped" not in out  # context objects are quiet skips
     code, out, _ = run(str(tmp_path), "-v")
     assert "Namespace/llm: skipped (Namespace: read as cluster context, not judged)" in out
-    # the same stream on stdin, Namespace last
+    # one stream, Namespace last, in a file and on stdin (stdin is spooled so it can be read twice)
     (tmp_path / "all.yaml").write_text(TRAIN + "---\n" + NS_TRAINING)
     assert run(str(tmp_path / "all.yaml"))[0] == 0
+    proc = subprocess.run(
+        [sys.executable, "-m", "webhook", "check", "-"],
+        cwd=ROOT,
+        input=TRAIN + "---\n" + NS_TRAINING,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def test_context_files_beat_the_inputs_and_namespaces_file_beats_both(tmp_path):
