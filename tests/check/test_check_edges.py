@@ -325,3 +325,26 @@ def test_read_sources_lists_without_reading(tmp_path):
     (tmp_path / "a.yaml").write_text(INFER)
     sources = list(read_sources([str(tmp_path)]))
     assert [s.name for s in sources] == [str(tmp_path / "a.yaml")] and sources[0].error is None
+
+
+def test_declaring_the_kind_in_workload_kinds_gets_it_judged(tmp_path):
+    """The advice on the "unknown kind" line works: with the CRD in the policy's workloadKinds, the
+    same document is judged (here: a raw GPU request, a warning) and no longer reported as unjudged."""
+    import shutil
+
+    from tests.conftest import POLICIES
+
+    policy = tmp_path / "policy"
+    shutil.copytree(POLICIES, policy, ignore=shutil.ignore_patterns("tests"))
+    with (policy / "default.yaml").open("a") as f:
+        f.write(
+            "  workloadKinds:\n"
+            "    - {apiVersion: example.com/v1, kind: Trainer, mutate: false,\n"
+            "       templates: [{path: spec.worker.template}]}\n"
+        )
+    path = tmp_path / "crd.yaml"
+    path.write_text(CRD_WITH_GPU)
+    assert "unknown kind" in run(str(path))[1]
+    _code, out, _ = run(str(path), "--policy", str(policy))
+    assert "unknown kind" not in out and "skipped" not in out.splitlines()[0], out
+    assert "Trainer/t (namespace default):" in out
