@@ -37,6 +37,16 @@ RESOURCES = {
     ("apps/v1", "StatefulSet"): ("apps", "v1", "statefulsets"),
     ("apps/v1", "ReplicaSet"): ("apps", "v1", "replicasets"),
     ("apps/v1", "DaemonSet"): ("apps", "v1", "daemonsets"),
+    # the operator CRDs of the kind table (their plural resource names, as their CRDs declare them)
+    ("kubeflow.org/v1", "PyTorchJob"): ("kubeflow.org", "v1", "pytorchjobs"),
+    ("kubeflow.org/v1", "TFJob"): ("kubeflow.org", "v1", "tfjobs"),
+    ("kubeflow.org/v1", "PaddleJob"): ("kubeflow.org", "v1", "paddlejobs"),
+    ("kubeflow.org/v2beta1", "MPIJob"): ("kubeflow.org", "v2beta1", "mpijobs"),
+    ("jobset.x-k8s.io/v1alpha2", "JobSet"): ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
+    ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
+    ("ray.io/v1", "RayCluster"): ("ray.io", "v1", "rayclusters"),
+    ("ray.io/v1", "RayJob"): ("ray.io", "v1", "rayjobs"),
+    ("trainer.kubeflow.org/v1alpha1", "TrainJob"): ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
 }
 
 

@@ -197,9 +197,24 @@ def test_service_and_ports_line_up():
 
 # --- webhook configurations -------------------------------------------------------------------------
 
-MUTATING_RULES = {("", "pods", "CREATE"), ("batch", "jobs", "CREATE"), ("batch.volcano.sh", "jobs", "CREATE")}
+# the operator CRDs of the kind table: mutated at CREATE, validated at CREATE and UPDATE
+OPERATOR_KINDS = {
+    ("kubeflow.org", r) for r in ("pytorchjobs", "tfjobs", "paddlejobs", "xgboostjobs", "jaxjobs", "mpijobs")
+} | {
+    ("jobset.x-k8s.io", "jobsets"),
+    ("leaderworkerset.x-k8s.io", "leaderworkersets"),
+    ("ray.io", "rayclusters"),
+    ("ray.io", "rayjobs"),
+    ("ray.io", "rayservices"),
+    ("trainer.kubeflow.org", "trainjobs"),
+}
+VALIDATED_KINDS = {("batch.volcano.sh", "cronjobs"), ("trainer.kubeflow.org", "trainingruntimes")}
+MUTATING_RULES = {("", "pods", "CREATE"), ("batch", "jobs", "CREATE"), ("batch.volcano.sh", "jobs", "CREATE")} | {
+    (g, r, "CREATE") for g, r in OPERATOR_KINDS
+}
 VALIDATING_RULES = (
     {("", "pods", "CREATE")}
+    | {(g, r, op) for g, r in (*OPERATOR_KINDS, *VALIDATED_KINDS) for op in ("CREATE", "UPDATE")}
     | {
         (g, r, op)
         for g, r in (("batch", "jobs"), ("batch.volcano.sh", "jobs"), ("batch", "cronjobs"))

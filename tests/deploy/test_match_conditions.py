@@ -70,7 +70,9 @@ def test_every_nested_has_is_guarded(webhooks):
 
 def test_cel_uses_the_policy_gpu_prefixes_and_intent_label(webhooks, policy):
     (_, expr, _) = next(c for c in webhooks["validating"].conditions if c[0] == "gpu-relevant")
-    assert tuple(re.findall(r"k\.startsWith\('([^']+)'\)", expr)) == policy.gpu_prefixes
+    found = re.findall(r"k\.startsWith\('([^']+)'\)", expr)
+    assert set(found) == set(policy.gpu_prefixes)  # pod templates, and TrainJob's resourcesPerNode
+    assert tuple(found[-len(policy.gpu_prefixes):]) == policy.gpu_prefixes
     assert set(re.findall(r"'([\w.\-]+/workload)'", expr)) == {policy.keys.workload}
 
 

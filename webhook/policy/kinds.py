@@ -165,7 +165,13 @@ class WorkloadKindSpec(Model):
     api_version: str = Field(..., min_length=1, description="the CRD's group/version, e.g. kubeflow.org/v1")
     kind: str = Field(..., min_length=1, description="the CRD's kind, e.g. PyTorchJob")
     name: str | None = Field(None, description="display name in metrics and messages (default: kind)")
+    resource: str | None = Field(
+        None, description="the resource (plural) the webhook configurations intercept (default: kind, lower case + s)"
+    )
     mutate: bool = Field(..., description="patched at CREATE (true) or only validated as its pods will be")
+    scope: Literal["Namespaced", "Cluster"] = Field(
+        "Namespaced", description="Cluster: checked offline only (the webhooks intercept namespaced kinds)"
+    )
     templates: tuple[TemplateKind, ...] = Field(..., min_length=1, description="where its pod templates are")
     gang: GangKind = Field(GangKind(), description="how its gang is named, sized and selected")
     backends: dict[Backend, tuple[GangKey, ...]] = Field(
@@ -185,6 +191,10 @@ class WorkloadKindSpec(Model):
     @property
     def display(self) -> str:
         return self.name or self.kind
+
+    @property
+    def plural(self) -> str:
+        return self.resource or self.kind.lower() + "s"
 
     @model_validator(mode="after")
     def _wildcards(self) -> WorkloadKindSpec:

@@ -87,10 +87,12 @@ FIELDS: dict[str, dict[str, Any]] = {
         "apiVersion": ("group/version of the CRD", "apiVersion: example.com/v1"),
         "kind": ("kind of the CRD", "kind: TrainRun"),
         "name": ("display name in messages and the explanation (default: kind)", "name: TrainRun"),
+        "resource": ("plural resource name the webhook configurations intercept", "resource: trainruns"),
         "mutate": (
             "patched at CREATE like a Job (true), or validated as its pods will be (false)",
             "mutate: true",
         ),
+        "scope": ("`Namespaced`, or `Cluster` (checked offline only)", "scope: Namespaced"),
         "templates": ("its pod templates", "templates: [{path: 'spec.workers[*].template'}]"),
         "gang": ("how its gang is named, sized and selected", "gang: {selector: example.com/run-name}"),
         "backends": (

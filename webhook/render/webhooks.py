@@ -28,11 +28,13 @@ Fixed choices, the same for every policy:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from webhook.policy.compiled import Policy
+from webhook.policy.kinds import Wild
 from webhook.render.core import K8sObject, RenderOptions
 
 WebhookName = Literal["mutating", "validating"]
@@ -76,8 +78,24 @@ def builtin_resources(policy: Policy) -> Iterable[Intercepted]:
     return BUILTIN_RESOURCES
 
 
+def kind_resources(policy: Policy) -> Iterable[Intercepted]:
+    """Every kind of the policy's kind table (the built-in operator CRDs and ``workloadKinds``): mutated
+    kinds at CREATE, every kind validated at CREATE and UPDATE."""
+    for kind in policy.kinds.values():
+        if kind.spec.scope != "Namespaced":
+            continue
+        group, _, version = kind.api_version.rpartition("/")
+        yield Intercepted(
+            group,
+            version,
+            kind.spec.plural,
+            mutate=CREATE if kind.mutate else (),
+            validate=CREATE_UPDATE,
+        )
+
+
 # policy -> the resources it needs intercepted; a new kind or subresource is one more function here
-RESOURCE_SOURCES: list[Callable[[Policy], Iterable[Intercepted]]] = [builtin_resources]
+RESOURCE_SOURCES: list[Callable[[Policy], Iterable[Intercepted]]] = [builtin_resources, kind_resources]
 
 
 def intercepted(policy: Policy) -> list[Intercepted]:
@@ -149,6 +167,49 @@ TEMPLATE_SHAPES: list[TemplateShape] = [
 ]
 
 
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _cel_templates(path: tuple) -> tuple[str, str] | None:
+    """(guard, CEL list of the pod templates at ``path``) for a kind-table path with at most one
+    wildcard, every step ``has()``-guarded; None when CEL cannot spell it (keys that are not identifiers,
+    nested wildcards: such a kind is still intercepted through its object-level intent label)."""
+    wild = [i for i, p in enumerate(path) if isinstance(p, Wild)]
+    if len(wild) > 1 or not all(isinstance(p, Wild) or (isinstance(p, str) and _IDENT.match(p)) for p in path):
+        return None
+    cut = wild[0] if wild else len(path)
+    guards, expr = [], "object"
+    for part in path[:cut]:
+        guards.append(f"has({expr}.{part})")
+        expr = f"{expr}.{part}"
+    if not wild:
+        return " && ".join(guards) or "true", f"[{expr}]"
+    items = expr if path[cut] is Wild.LIST else f"{expr}.map(k, {expr}[k])"
+    inner, sub = [], "x"
+    for part in path[cut + 1 :]:
+        inner.append(f"has({sub}.{part})")
+        sub = f"{sub}.{part}"
+    if inner:
+        items = f"{items}.filter(x, {' && '.join(inner)}).map(x, {sub})"
+    return " && ".join(guards), items
+
+
+def kind_shapes(policy: Policy) -> list[TemplateShape]:
+    """Template shapes of the kind table's kinds whose templates the built-in shapes do not reach."""
+    out: list[TemplateShape] = []
+    for kind in policy.kinds.values():
+        if kind.api_version in ("v1", "batch/v1", "apps/v1") or (kind.builtin and kind.name == "VolcanoJob"):
+            continue  # TEMPLATE_SHAPES covers them
+        parts = [_cel_templates(t.path) for t in kind.templates if t.resources is None and t.path]
+        parts = [p for p in parts if p is not None]
+        if not parts:
+            continue
+        when = " ||\n  ".join(f"({g})" for g, _ in parts)
+        lists = " + ".join(f"({g} ? {lst} : [])" for g, lst in parts)
+        out.append(TemplateShape(kind.name, f"({when})", lists))
+    return out
+
+
 def _intent_label_on_template(policy: Policy) -> str:
     return _label_in("t.metadata", policy.keys.workload)
 
@@ -175,12 +236,25 @@ TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [_intent_label_on_templat
 
 def _object_tests(policy: Policy) -> list[str]:
     key = policy.keys.workload
-    return [
+    tests = [
         _label_in("object.metadata", key),
         "(has(object.spec) && has(object.spec.jobTemplate) &&\n  "
         + _label_in("object.spec.jobTemplate.metadata", key)
         + ")",
     ]
+    for kind in policy.kinds.values():  # resources outside a pod template (TrainJob's resourcesPerNode)
+        for tpl in kind.templates:
+            if tpl.resources is not None and all(isinstance(p, str) and _IDENT.match(p) for p in tpl.resources):
+                guards, expr = [], "object"
+                for part in tpl.resources:
+                    guards.append(f"has({expr}.{part})")
+                    expr = f"{expr}.{part}"
+                prefixes = " || ".join(f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes) or "false"
+                tests.append(
+                    f"({' && '.join(guards)} &&\n  [has({expr}.limits) ? {expr}.limits : {{}},\n"
+                    f"    has({expr}.requests) ? {expr}.requests : {{}}].exists(m, m.exists(k, {prefixes})))"
+                )
+    return list(dict.fromkeys(tests))
 
 
 def _indent(text: str, by: str) -> str:
@@ -190,7 +264,8 @@ def _indent(text: str, by: str) -> str:
 def gpu_relevant(policy: Policy, webhook: WebhookName) -> str:
     """Only GPU-relevant objects reach the webhook: the intent label on the object, its CronJob
     jobTemplate or a pod template, or a GPU-family resource in any (init) container of a pod template."""
-    chain = "".join(f"{_indent(s.when, '  ')} ? {s.templates} :\n  " for s in TEMPLATE_SHAPES)
+    shapes = [*TEMPLATE_SHAPES, *kind_shapes(policy)]
+    chain = "".join(f"{_indent(s.when, '  ')} ? {s.templates} :\n  " for s in shapes)
     templates = f"(!has(object.spec) ? [] :\n  {chain}[]\n)"
     tests = [t for t in (test(policy) for test in TEMPLATE_TESTS) if t]
     per_template = " ||\n  ".join(_indent(t, "  ") for t in tests)
