@@ -209,3 +209,231 @@ def test_kueue_min_parallelism_allowed_when_the_class_is_not_all_or_nothing():
 
     relaxed = load_policy_texts([("providers.yaml", text)])
     assert "gang-unschedulable" not in rules(run(relaxed, _kueue_job("2")))
+
+
+# --- workload-invalid: Volcano ----------------------------------------------------------------------
+
+
+def test_a_labelled_volcano_job_without_tasks_is_judged_not_skipped(policy):
+    obj = training_vcjob([])
+    obj["spec"]["tasks"] = []
+    d = run(policy, obj, training=True)
+    assert d.relevant
+    v = violation(d, "workload-invalid")
+    assert v.path == "spec.tasks" and "No task specified in job spec" in v.message and not d.allowed
+    del obj["spec"]["tasks"]
+    assert "workload-invalid" in rules(run(policy, obj, training=True))
+
+
+def test_duplicate_task_names(policy):
+    obj = training_vcjob([task("worker", 2), task("worker", 2)], min_available=4)
+    v = violation(run(policy, obj, training=True), "workload-invalid")
+    assert v.path == "spec.tasks[1].name" and "duplicated task name worker" in v.message
+
+
+def test_duplicate_with_volcano_default_name(policy):
+    # Volcano names the unnamed second task default1, which the first one already is
+    obj = training_vcjob([task("default1", 2), task(None, 2)], min_available=4)
+    assert "duplicated task name default1" in violation(run(policy, obj, training=True), "workload-invalid").message
+
+
+def test_negative_and_missing_replicas(policy):
+    obj = training_vcjob([task("worker", -2), task("ps", 1)], min_available=1)
+    del obj["spec"]["tasks"][1]["replicas"]
+    d = run(policy, obj, training=True)
+    found = {v.path: v.message for v in d.violations if v.rule == "workload-invalid"}
+    assert "'replicas' must be >= 0 in task: worker" in found["spec.tasks[0].replicas"]
+    assert "has no replicas" in found["spec.tasks[1].replicas"]
+
+
+def test_negative_min_available(policy):
+    obj = training_vcjob([task("worker", 2, minAvailable=-1)], min_available=-1)
+    found = {v.path: v.message for v in run(policy, obj, training=True).violations if v.rule == "workload-invalid"}
+    assert "job 'minAvailable' must be >= 0" in found["spec.minAvailable"]
+    assert "'minAvailable' must be >= 0 in task: worker" in found["spec.tasks[0].minAvailable"]
+
+
+@pytest.mark.parametrize(
+    ("partition", "replicas", "path", "message"),
+    [
+        ({"totalPartitions": 2, "partitionSize": 4}, 6, "spec.tasks[0].replicas", "'Replicas' are not equal to"),
+        (
+            {"totalPartitions": 0, "partitionSize": 4},
+            8,
+            "spec.tasks[0].partitionPolicy.totalPartitions",
+            "'TotalPartitions' must be greater than 0",
+        ),
+        (
+            {"totalPartitions": 2, "partitionSize": 0},
+            8,
+            "spec.tasks[0].partitionPolicy.partitionSize",
+            "'PartitionSize' must be greater than 0",
+        ),
+    ],
+)
+def test_partition_arithmetic(policy, partition, replicas, path, message):
+    obj = training_vcjob([task("worker", replicas, partitionPolicy=partition)], min_available=replicas)
+    found = {v.path: v.message for v in run(policy, obj, training=True).violations if v.rule == "workload-invalid"}
+    assert message in found[path], found
+    assert "task: worker, job: train-qwen" in found[path]
+
+
+def test_partition_arithmetic_that_adds_up_passes(policy):
+    obj = training_vcjob([task("worker", 8, partitionPolicy={"totalPartitions": 2, "partitionSize": 4})], 8)
+    assert "workload-invalid" not in rules(run(policy, obj, training=True))
+
+
+def test_both_tier_fields_in_network_topology(policy):
+    obj = training_vcjob([task("worker", 2)], min_available=2)
+    obj["spec"]["networkTopology"] = {"mode": "hard", "highestTierAllowed": 1, "highestTierName": "leaf"}
+    v = violation(run(policy, obj, training=True), "workload-invalid")
+    assert v.path == "spec.networkTopology"
+    assert "must not specify 'highestTierAllowed' and 'highestTierName' in networkTopology simultaneously" in v.message
+
+
+def test_our_mutation_never_writes_both_tier_fields(policy):
+    # the user names the tier; the topology step must leave networkTopology alone, not add a tier number
+    obj = training_vcjob([task("worker", 2)], min_available=2)
+    obj["spec"]["networkTopology"] = {"mode": "soft", "highestTierName": "leaf"}
+    d = run(policy, obj, training=True)
+    assert mutated(d)["spec"]["networkTopology"] == {"mode": "soft", "highestTierName": "leaf"}
+    assert "workload-invalid" not in rules(d)
+    fresh = run(policy, training_vcjob([task("worker", 2)], min_available=2), training=True)
+    topology = mutated(fresh)["spec"]["networkTopology"]
+    assert not ("highestTierAllowed" in topology and "highestTierName" in topology)
+    assert "workload-invalid" not in rules(fresh)
+
+
+def test_depends_on_cycle_and_unknown_task(policy):
+    obj = training_vcjob([task("a", 1, depends=["b"]), task("b", 1, depends=["a"])], min_available=1)
+    assert "directed acyclic graph(DAG)" in violation(run(policy, obj, training=True), "workload-invalid").message
+    obj = training_vcjob([task("master", 1), task("worker", 2, depends=["mastr"])], min_available=1)
+    v = violation(run(policy, obj, training=True), "workload-invalid")
+    assert "'mastr'" in v.message and "master" in v.message
+
+
+def test_mpi_plugin_without_its_master_task(policy):
+    obj = training_vcjob([task("worker", 2)], min_available=2)
+    obj["spec"]["plugins"] = {"mpi": ["--port=5000"]}
+    assert "The specified mpi master task was not found" in violation(
+        run(policy, obj, training=True), "workload-invalid"
+    ).message
+
+
+def test_volcano_update_that_goes_negative(policy):
+    old = training_vcjob([task("worker", 2)], min_available=2)
+    new = copy.deepcopy(old)
+    new["spec"]["tasks"][0]["replicas"] = -1
+    assert "workload-invalid" in rules(update(policy, old, new))
+
+
+def test_a_cpu_volcano_job_with_broken_keys_is_not_ours_to_deny(policy):
+    obj = vcjob(tasks=[{"name": "w", "replicas": -1, "template": {"spec": {"containers": [container()]}}}])
+    obj["spec"]["tasks"].append(copy.deepcopy(obj["spec"]["tasks"][0]))
+    d = run(policy, obj)
+    assert not d.relevant and d.allowed
+
+
+# --- workload-invalid: Kueue ------------------------------------------------------------------------
+
+
+def _kueue_pod(labels: dict | None = None, annotations: dict | None = None, **intent_keys) -> dict:
+    meta = intent("kueue-train", **intent_keys)
+    meta.setdefault("labels", {}).update(labels or {})
+    meta.setdefault("annotations", {}).update(annotations or {})
+    return pod(meta, [container(limits=GPU8)], nodeSelector={"pool": "kueue"})
+
+
+GROUP, TOTAL = "kueue.x-k8s.io/pod-group-name", "kueue.x-k8s.io/pod-group-total-count"
+
+
+@pytest.mark.parametrize(
+    ("labels", "annotations", "path", "message"),
+    [
+        ({GROUP: "g1"}, {}, f"metadata.annotations[{TOTAL}]", "should be set"),
+        ({}, {TOTAL: "2"}, f"metadata.labels[{GROUP}]", "should be set"),
+        ({GROUP: "g1"}, {TOTAL: "0"}, f"metadata.annotations[{TOTAL}]", "greater than zero"),
+        ({GROUP: "g1"}, {TOTAL: ""}, f"metadata.annotations[{TOTAL}]", "greater than zero"),
+        ({GROUP: "Group_1"}, {TOTAL: "2"}, f"metadata.labels[{GROUP}]", "not a valid name"),
+        ({"kueue.x-k8s.io/queue-name": "Team Queue"}, {}, "metadata.labels[kueue.x-k8s.io/queue-name]", "LocalQueue"),
+    ],
+)
+def test_kueue_pod_group_and_queue_keys(providers, labels, annotations, path, message):
+    d = run(providers, _kueue_pod(labels, annotations))
+    found = {v.path: v.message for v in d.violations if v.rule == "workload-invalid"}
+    assert message in found.get(path, ""), [v.render() for v in d.violations]
+    assert not d.allowed
+
+
+def test_kueue_pod_group_both_keys_are_the_exact_kueue_message(providers):
+    v = violation(run(providers, _kueue_pod({GROUP: "g1"}, {})), "workload-invalid")
+    assert v.message.startswith(
+        "both the 'kueue.x-k8s.io/pod-group-total-count' annotation and the 'kueue.x-k8s.io/pod-group-name' "
+        "label should be set"
+    )
+
+
+def test_a_user_written_total_count_is_the_gang_without_gang_size(providers):
+    # the user spelled the group in Kueue's keys only: that is the gang (2 pods), not a single pod
+    d = run(providers, _kueue_pod({GROUP: "g1"}, {TOTAL: "2"}), explain=True)
+    assert any("gang: backend kueue, 2 pod(s), name g1" in line for line in d.explanation), d.explanation
+    assert "gang-required" not in rules(d) and "workload-invalid" not in rules(d)
+    v = violation(run(providers, _kueue_pod({GROUP: "g1"}, {TOTAL: "3"}, gang_size=2)), "gang-incomplete")
+    assert "3 != gang-size 2" in v.message
+
+
+def test_kueue_group_name_changed_on_update(providers):
+    old = _kueue_pod({GROUP: "g1"}, {TOTAL: "2"})
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"][GROUP] = "G_2"
+    assert "workload-invalid" in rules(run(providers, new, operation="UPDATE", old_object=old))
+
+
+def test_more_than_one_tas_annotation(providers):
+    d = run(
+        providers,
+        _kueue_job_with_template_annotations(
+            {
+                "kueue.x-k8s.io/podset-required-topology": "topology.example.com/rack",
+                "kueue.x-k8s.io/podset-preferred-topology": "kubernetes.io/hostname",
+            }
+        ),
+    )
+    v = violation(d, "workload-invalid")
+    assert "must not contain more than one topology annotation" in v.message
+    assert v.path.startswith("spec.template.metadata.annotations")
+
+
+def test_a_tas_level_that_is_not_a_label_key(providers):
+    d = run(providers, _kueue_job_with_template_annotations({"kueue.x-k8s.io/podset-required-topology": "rack level"}))
+    assert "not a node label key" in violation(d, "workload-invalid").message
+
+
+def test_kueue_tas_slice_size(providers):
+    base = {"kueue.x-k8s.io/podset-slice-required-topology": "kubernetes.io/hostname"}
+    d = run(providers, _kueue_job_with_template_annotations(base))
+    assert "must be set when" in violation(d, "workload-invalid").message
+    d = run(providers, _kueue_job_with_template_annotations({**base, "kueue.x-k8s.io/podset-slice-size": "9"}))
+    assert "must not be greater than pod set count 4" in violation(d, "workload-invalid").message
+
+
+def test_our_kueue_topology_output_is_valid(providers):
+    assert "workload-invalid" not in rules(run(providers, _kueue_job(None)))
+
+
+def test_kueue_min_parallelism_out_of_range(providers):
+    for value in ("4", "0", "x"):
+        v = violation(run(providers, _kueue_job(value)), "workload-invalid")
+        assert "from 1 to 3" in v.message
+
+
+def test_a_cpu_pod_with_broken_kueue_keys_is_not_ours_to_deny(providers):
+    p = pod({"labels": {GROUP: "Bad_Name", "kueue.x-k8s.io/queue-name": "Bad Queue"}, "annotations": {TOTAL: "0"}})
+    d = run(providers, p)
+    assert not d.relevant and d.allowed
+
+
+def _kueue_job_with_template_annotations(annotations: dict) -> dict:
+    obj = _kueue_job(None)
+    obj["spec"]["template"]["metadata"].setdefault("annotations", {}).update(annotations)
+    return obj

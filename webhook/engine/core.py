@@ -110,7 +110,7 @@ def evaluate(
         if s.intent is not None or s.resources.has_gpu:
             break
     else:
-        if not stranded:
+        if not stranded and (states or not _labelled(policy, meta)):  # a labelled workload with no template is judged
             return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
 
     ctx = Context(
@@ -182,6 +182,14 @@ def evaluate(
         waste=_waste(ctx) if details else None,
         placements=_placements(states) if details else (),
     )
+
+
+def _labelled(policy: Policy, meta: dict[str, Any]) -> bool:
+    """The object's own metadata carries the workload label (a Volcano Job with ``tasks: []`` has no
+    template to read it from, and is still a workload the user opted in: workload-invalid says why
+    it will not run, rather than ``check`` skipping it)."""
+    labels = meta.get("labels")
+    return isinstance(labels, dict) and policy.keys.workload in labels
 
 
 def _placements(states: list[TemplateState]) -> tuple[Placement, ...]:
