@@ -154,7 +154,9 @@ def test_raw_request_is_admitted_with_a_warning(client: ApiserverClient):
     _, mutated, validated = admit(client, objects.raw_gpu_pod(), "default")
     assert "patch" not in mutated
     assert validated["allowed"] is True
-    assert validated["warnings"][0].startswith("[raw-gpu-request] GPUs requested without a workload class")
+    (warning,) = [w for w in validated["warnings"] if w.startswith("[raw-gpu-request]")]
+    assert warning.startswith("[raw-gpu-request] add label gpu-admission.io/workload: <class>"), "the fix first"
+    assert validated["auditAnnotations"]["raw-gpu-request"].startswith("[raw-gpu-request] GPUs requested without")
 
 
 def test_dry_run_and_other_operations(client: ApiserverClient, server: ServerProcess):
