@@ -290,6 +290,23 @@ def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> 
         match = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
         return f"did you mean {match[0]!r}?" if match else f"known: {', '.join(sorted(options))}"
 
+    seen_kinds: dict[tuple[str, str], int] = {}
+    for index, declared in enumerate(spec.workload_kinds):
+        key = (declared.api_version, declared.kind)
+        if key in seen_kinds:
+            first = _issue_at(merge, ("workloadKinds", seen_kinds[key]), "")
+            issues.append(
+                _issue_at(
+                    merge,
+                    ("workloadKinds", index, "kind"),
+                    f"workload kind {declared.api_version} {declared.kind} is declared twice "
+                    f"(first at {first.file}:{first.line})",
+                    "keep one entry per apiVersion and kind",
+                )
+            )
+        else:
+            seen_kinds[key] = index
+
     for name, pool in spec.pools.items():
         if pool.gpu_model not in models:
             issues.append(
