@@ -292,6 +292,9 @@ def test_progress_only_on_a_terminal_and_only_when_long():
     short = Tty()
     list(Progress(short, after=1000.0, clock=clock).observe(items[:10]))
     assert short.getvalue() == ""
+    same_terminal = Tty()
+    list(Progress(same_terminal, report=Tty(), after=0.0, every=0.0, clock=clock).observe(items))
+    assert same_terminal.getvalue() == ""  # the report itself shows progress there
 
 
 def test_jsonl_writes_one_result_per_line_then_the_summary(tmp_path):

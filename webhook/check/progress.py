@@ -1,8 +1,10 @@
 """A progress line on stderr for long ``check`` runs, only where a person is watching (a terminal).
 
-CI logs are files or pipes: they never get it, so a log holds the report and nothing else. On a
-terminal the line appears once a run has taken ``after`` seconds, is redrawn at most every
-``every`` seconds (a carriage return, no scrolling) and is erased when the run ends.
+CI logs are files or pipes: they never get it, so a log holds the report and nothing else. Nor does a
+run whose report goes to the same terminal (the report is the progress, and a redrawn line would mix
+with it). When stderr is a terminal and the report is redirected, the line appears once a run has
+taken ``after`` seconds, is redrawn at most every ``every`` seconds (a carriage return, no
+scrolling) and is erased when the run ends.
 """
 
 from __future__ import annotations
@@ -14,17 +16,25 @@ from typing import TextIO
 from webhook.check.runner import CheckResult
 
 
+def _tty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty and isatty())
+    except ValueError:  # a closed stream
+        return False
+
+
 class Progress:
     def __init__(
         self,
         stream: TextIO,
         *,
+        report: TextIO | None = None,
         after: float = 2.0,
         every: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        isatty = getattr(stream, "isatty", None)
-        self.enabled = bool(isatty and isatty())
+        self.enabled = _tty(stream) and not (report is not None and _tty(report))
         self.stream = stream
         self.after = after
         self.every = every

@@ -122,7 +122,7 @@ def _check(args: argparse.Namespace, policy: Any, labels: dict[str, dict[str, st
     options = Options(
         diff=args.diff, explain=args.explain, fail_on=args.fail_on, verbose=args.verbose, err=sys.stderr
     )
-    stream = Progress(sys.stderr).observe(tally.observe(results))
+    stream = Progress(sys.stderr, report=sys.stdout).observe(tally.observe(results))
     WRITERS[args.output](stream, sys.stdout, options, tally)
     if not tally.summary.documents:
         print(
