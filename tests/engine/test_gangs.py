@@ -437,3 +437,85 @@ def _kueue_job_with_template_annotations(annotations: dict) -> dict:
     obj = _kueue_job(None)
     obj["spec"]["template"]["metadata"].setdefault("annotations", {}).update(annotations)
     return obj
+
+
+# --- shared-GPU pools: the pool's stack decides what nvidia.com/gpu means ---------------------------
+
+STACK_POLICY = """
+apiVersion: gpu-admission.io/v1
+kind: GPUPolicy
+spec:
+  pools:
+    hami:
+      gpuModel: A100-80GB
+      gpusPerNode: 8
+      nodeSelector: {pool: hami}
+      isolation: [shared]
+      sharing: {provider: hami}
+      adoptAs: shared
+    slices:
+      gpuModel: L4
+      gpusPerNode: 8
+      nodeSelector: {pool: slices}
+      isolation: [shared]
+      sharing: {provider: time-slicing}
+      adoptAs: shared
+    whole:
+      gpuModel: H100-80GB
+      gpusPerNode: 8
+      nodeSelector: {pool: whole}
+      isolation: [exclusive]
+      adoptAs: exclusive
+  classes:
+    shared: {pools: [hami, slices], isolation: {default: shared}}
+    exclusive: {pools: [whole], isolation: {default: exclusive}}
+  namespaces:
+    - selector: {}
+      classes: [shared, exclusive]
+"""
+
+
+@pytest.fixture(scope="module")
+def stacks():
+    from webhook.policy import load_policy_texts
+
+    return load_policy_texts([("stacks.yaml", STACK_POLICY)])
+
+
+def _raw(pool_label: str, limits: dict, privileged: bool = False, **meta) -> dict:
+    extra = {"securityContext": {"privileged": True}} if privileged else {}
+    return pod(meta or None, [container(limits=limits, **extra)], nodeSelector={"pool": pool_label})
+
+
+@pytest.mark.parametrize("pool_label", ["hami", "slices"])
+def test_a_privileged_container_with_nvidia_gpu_on_a_shared_pool_is_privileged_gpu(stacks, pool_label):
+    d = run(stacks, _raw(pool_label, {"nvidia.com/gpu": "1"}, privileged=True))
+    v = violation(d, "privileged-gpu")
+    assert v.path == "spec.containers[0].securityContext.privileged"
+    assert "shared" in v.message and not d.allowed
+
+
+def test_a_privileged_class_pod_on_a_hami_pool(stacks):
+    p = pod(intent("shared", gpu_memory="4Gi"), [container(securityContext={"privileged": True})])
+    assert "privileged-gpu" in rules(run(stacks, p))
+
+
+def test_the_same_pod_on_a_whole_gpu_pool_is_not_a_slice(stacks):
+    assert "privileged-gpu" not in rules(run(stacks, _raw("whole", {"nvidia.com/gpu": "1"}, privileged=True)))
+
+
+@pytest.mark.parametrize("pool_label", ["hami", "slices"])
+def test_adopting_nvidia_gpu_on_a_shared_pool_is_shared_not_intent_invalid(stacks, pool_label):
+    d = run(stacks, _raw(pool_label, {"nvidia.com/gpu": "1"}))
+    assert "intent-invalid" not in rules(d), [v.render() for v in d.violations]
+    assert not any("not 'exclusive'" in v.message for v in d.violations)
+    assert [p.isolation for p in d.placements] == ["shared"]
+
+
+def test_gpumem_percentage_above_100_is_extended_resource(stacks):
+    d = run(stacks, _raw("hami", {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "150"}))
+    v = violation(d, "extended-resource")
+    assert v.path == "spec.containers[0].resources.limits[nvidia.com/gpumem-percentage]"
+    assert "above 100" in v.message
+    ok = run(stacks, _raw("hami", {"nvidia.com/gpu": "1", "nvidia.com/gpumem-percentage": "50"}))
+    assert "extended-resource" not in rules(ok)

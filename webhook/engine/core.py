@@ -23,6 +23,7 @@ from webhook.engine.decision import Action, Decision, Placement, Violation, Wast
 from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.mutations import gang as gang_step
 from webhook.engine.patch import PatchBuilder
+from webhook.engine.pool_stack import families_on
 from webhook.engine.resolve import Failure, Resolution, resolve
 from webhook.engine.resources import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.rules import RULES, effective_action
@@ -299,7 +300,7 @@ def _adopt(
         pool = policy.pools[name]
         if pool.spec.adopt_as is None:
             continue
-        families = resources.gpu_families
+        families = families_on(pool, resources.gpu_families)  # nvidia.com/gpu on a HAMi pool is a slice
         isolation = (
             Isolation.MIG
             if MIG in families

@@ -6,8 +6,10 @@ from collections.abc import Iterable
 
 from webhook.engine.context import Context, Finding
 from webhook.engine.decision import Action
+from webhook.engine.pool_stack import cards_shared, families_on
 from webhook.engine.resources import SLICED
 from webhook.engine.rules.registry import rule
+from webhook.engine.rules.resources import judged_pool
 from webhook.policy.model import QoS
 from webhook.quantity import QuantityError, parse_quantity
 
@@ -18,14 +20,18 @@ from webhook.quantity import QuantityError, parse_quantity
 def privileged_gpu(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
         pod = state.judged
-        if not pod.gpu_families & SLICED:  # an unresolved claim may be a slice: judged as one
-            continue
+        # the pool's stack decides what a device is: nvidia.com/gpu on a HAMi pool is a slice
+        pool = judged_pool(ctx, state) if pod.gpu_families else None
+        shared_pool = pool is not None and cards_shared(pool)
+        if not (families_on(pool, pod.gpu_families) & SLICED or shared_pool):
+            continue  # an unresolved claim may be a slice: judged as one (it is in SLICED)
+        where = f"on pool {pool.name}, whose cards are shared" if shared_pool and pool else "with a GPU slice"
         for c in pod.containers:
             if c.privileged:
                 yield Finding(
                     "privileged-gpu",
                     state.view.dotted("spec", c.group, c.index, "securityContext", "privileged"),
-                    f"container {c.name!r} is privileged in a pod with a GPU slice: it would see every GPU "
+                    f"container {c.name!r} is privileged in a pod {where}: it would see every GPU "
                     "on the node; drop privileged (add only the capabilities it needs)",
                     state.class_name,
                 )

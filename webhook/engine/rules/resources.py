@@ -28,6 +28,8 @@ def extended_resource(ctx: Context) -> Iterable[Finding]:
         for c in state.judged.containers:
             for key in c.families:
                 limit, request = c.limits.get(key), c.requests.get(key)
+                if key in PERCENT_KEYS:
+                    yield from _percentage(state, c, key, limit)
                 if _plain_count(limit) and (request is None or request == limit):
                     continue  # "8" with no request or the same one: the usual, valid case
                 parsed: dict[str, Fraction] = {}
@@ -69,6 +71,22 @@ def extended_resource(ctx: Context) -> Iterable[Finding]:
                         f"{key} request {request} must equal its limit {limit}",
                         state.class_name,
                     )
+
+
+PERCENT_KEYS = frozenset({"nvidia.com/gpumem-percentage", "nvidia.com/gpucores"})
+"""HAMi's per-card percentages: above 100 no card can hold the slice (HAMi's scheduler never binds it)."""
+
+
+def _percentage(state: TemplateState, c: ContainerResources, key: str, limit: object) -> Iterable[Finding]:
+    amount = c.amount(key)
+    if amount is not None and amount > 100:
+        yield Finding(
+            "extended-resource",
+            _cpath(state, c, "resources", "limits", key),
+            f"{key} {limit} is above 100 (a percentage of one card): no card can hold it; set at most 100 "
+            "or ask for more devices (nvidia.com/gpu)",
+            state.class_name,
+        )
 
 
 def _plain_count(value: object) -> bool:
