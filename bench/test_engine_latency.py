@@ -32,3 +32,26 @@ def test_non_gpu_pod(benchmark, policy):
            "spec": {"containers": [{"name": "nginx", "image": "nginx", "resources": {"limits": {"cpu": "1"}}}]}}
     decision = benchmark(evaluate, policy, pod)
     assert not decision.relevant
+
+
+def _pytorchjob_8_workers() -> dict:
+    """A PyTorchJob with one master and 7 workers x 8 GPUs (8 pods), intent on the job's own metadata."""
+    def template() -> dict:
+        return {"spec": {"containers": [{"name": "pytorch", "image": "registry.example/train:1",
+                                         "resources": {"limits": {"cpu": "32", "memory": "256Gi"}}}]}}
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "llm-pretrain",
+                     "labels": {"gpu-admission.io/workload": "training"},
+                     "annotations": {"gpu-admission.io/gpus": "8"}},
+        "spec": {"pytorchReplicaSpecs": {"Master": {"replicas": 1, "template": template()},
+                                         "Worker": {"replicas": 7, "template": template()}}},
+    }
+
+
+def test_pytorchjob_8_workers(benchmark, policy):
+    job = _pytorchjob_8_workers()
+    decision = benchmark(evaluate, policy, job, namespace="llm", namespace_labels=TRAINING_NAMESPACE)
+    assert decision.patch and decision.allowed, decision.message
