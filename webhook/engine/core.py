@@ -19,6 +19,7 @@ from webhook.engine import mutations
 from webhook.engine.claims import ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.context import Context, Finding, TemplateState
+from webhook.engine.deadline import check as past_deadline
 from webhook.engine.decision import Action, Decision, Placement, Violation, WasteReport
 from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.mutations import gang as gang_step
@@ -50,6 +51,7 @@ def evaluate(
     details: bool = True,
     as_received: bool = False,
     cluster: Cluster = EMPTY_CLUSTER,
+    deadline: float | None = None,
 ) -> Decision:
     """Decide one object. ``namespace`` defaults to the object's own, then ``default``.
 
@@ -74,6 +76,10 @@ def evaluate(
 
     ``cluster`` is what the edges know of other objects (claim templates, device classes, nodes): see
     :class:`webhook.engine.cluster.Cluster`. The engine only reads it.
+
+    ``deadline`` (a ``time.monotonic()`` value) makes evaluation raise
+    :class:`~webhook.engine.deadline.DeadlineExceeded` between steps once it has passed; the server
+    sets it below the webhook's ``timeoutSeconds`` (see :mod:`webhook.engine.deadline`).
     """
     kind = classify(obj, policy)
     meta = obj.get("metadata") if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) else {}
@@ -105,7 +111,9 @@ def evaluate(
             mutated=obj,
         )
 
+    past_deadline(deadline, "shape check")
     states = _read_templates(policy, obj, kind, ClaimResolver(policy, cluster, str(ns)))
+    past_deadline(deadline, "reading templates")
     stranded = () if kind.mutate else _stranded_intent(policy, meta, kind, states)
     for s in states:  # relevant when a template declares intent or asks for GPUs
         if s.intent is not None or s.resources.has_gpu:
@@ -140,6 +148,7 @@ def evaluate(
         )
     ctx.findings.extend(stranded)
     _resolve_all(ctx)
+    past_deadline(deadline, "resolution")
     ctx.gang = gang_step.derive(ctx)
     if trace is not None and ctx.gang is not None:
         g = ctx.gang
@@ -151,6 +160,7 @@ def evaluate(
     else:
         mutations.mutate(ctx, patch)
     ctx.mutated = patch.doc
+    past_deadline(deadline, "mutation")
     violations: tuple[Violation, ...] = ()
     if validate:
         for state in states:
@@ -164,7 +174,7 @@ def evaluate(
                 rdma=policy.rdma_resources,
                 claims=state.claims,
             )
-        violations = _run_rules(ctx)
+        violations = _run_rules(ctx, deadline)
     emits_patch = operation == "CREATE" and kind.mutate
     if trace is not None:
         trace.append(
@@ -390,7 +400,7 @@ def _template_at(doc: dict[str, Any], tpl: Template) -> Template:
     return Template(tpl.path, meta, spec, tpl.replicas, tpl.task, tpl.gang, tpl.virtual, tpl.bindings)
 
 
-def _run_rules(ctx: Context) -> tuple[Violation, ...]:
+def _run_rules(ctx: Context, deadline: float | None = None) -> tuple[Violation, ...]:
     policy = ctx.policy
     out: list[Violation] = []
     seen: set[tuple[str, str, str]] = set()
@@ -398,6 +408,8 @@ def _run_rules(ctx: Context) -> tuple[Violation, ...]:
     for rule in RULES.values():
         if known is not None and rule.needs and not rule.needs <= known:
             continue
+        if deadline is not None:  # (no call at all without one: this loop is on the hot path)
+            past_deadline(deadline, f"rule {rule.id}")
         found = False
         for finding in rule.check(ctx):
             found = True

@@ -175,11 +175,15 @@ class PatchBuilder:
         return True
 
     def _forget(self, path: tuple[str | int, ...]) -> None:
-        """Drop the trie below ``path`` after its value was replaced or removed. Below a list the
-        whole list's subtree goes: removing an item shifts the indices after it."""
+        """Drop the trie below ``path`` after its value was replaced or removed. When ``path`` is a
+        list item, the whole list's subtree goes: removing an item shifts the indices after it. A
+        list index *on the way* to a map key shifts nothing, so what is owned there stays owned:
+        dropping it made every later write below the same container copy it again (removing n
+        resource keys from one container cost O(n²))."""
         tree = self._tree
+        last = len(path) - 1
         for i, part in enumerate(path):
-            if i == len(path) - 1 or type(part) is int:
+            if i == last:
                 if type(part) is int:
                     tree.clear()
                 else:

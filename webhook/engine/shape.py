@@ -5,6 +5,11 @@ The apiserver decodes objects against their schema before admission, so a webhoo
 mutation step and rule defensive, the engine checks the shape of exactly the fields it touches once,
 up front, and reports a malformed object with the path and the expected type — the same thing
 ``kubectl apply`` would tell the user, only earlier.
+
+The same gate caps the size of the lists and maps the engine walks (:data:`CAPS`): a Pod with a
+million empty containers or a container with ten thousand resource keys is no real workload, and
+judging it would cost memory and time the webhook's ``timeoutSeconds`` does not have. Such an object
+is ``malformed-object`` with the field path, decided by one ``len`` before anything iterates it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,29 @@ from webhook.policy.kinds import CompiledKind, GangValue, Wild
 
 STR_MAP = "map of strings"
 MAP, LIST, STR, INT, BOOL = "map", "list", "string", "integer", "boolean"
+
+CAPS: dict[str, int] = {
+    # field name -> most items (list) or keys (map) accepted wherever the engine reads that field.
+    # Generous: each is far above what a real workload writes, and far below what makes a review slow.
+    "containers": 256,
+    "initContainers": 256,
+    "limits": 64,  # resource names per container (cpu, memory, hugepages-*, a few devices)
+    "requests": 64,
+    "env": 4096,
+    "volumeMounts": 1024,
+    "volumes": 1024,
+    "tolerations": 256,
+    "nodeSelector": 128,
+    "nodeSelectorTerms": 64,
+    "matchExpressions": 128,
+    "requiredDuringSchedulingIgnoredDuringExecution": 128,
+    "preferredDuringSchedulingIgnoredDuringExecution": 128,
+    "add": 64,  # capabilities
+    "labels": 512,
+    "annotations": 1024,
+    "tasks": 512,  # Volcano Job tasks
+}
+"""Size caps by field name (see the module docstring); docs/policy.md lists them."""
 
 _CONTAINER: dict[str, Any] = {
     "name": STR,
@@ -158,6 +186,19 @@ def shape_errors(obj: dict[str, Any], kind: CompiledKind) -> list[tuple[str, str
     return errors
 
 
+def _too_many(value: Any, path: tuple[str | int, ...], errors: list[tuple[str, str]]) -> bool:
+    """Report (and say True) when the list or map at ``path`` is over its cap."""
+    cap = CAPS.get(path[-1]) if path and isinstance(path[-1], str) else None
+    if cap is None or not isinstance(value, list | dict) or len(value) <= cap:
+        return False
+    what = "items" if isinstance(value, list) else "keys"
+    where = dotted(path)
+    errors.append(
+        (where, f"{where} has {len(value)} {what}; at most {cap} are accepted (no real workload needs more): split it")
+    )
+    return True
+
+
 def _walk(value: Any, shape: Any, path: tuple[str | int, ...], errors: list[tuple[str, str]]) -> None:
     """The reporting walk: every wrong field with its path and what was expected."""
     if value is None:
@@ -165,11 +206,15 @@ def _walk(value: Any, shape: Any, path: tuple[str | int, ...], errors: list[tupl
     if isinstance(shape, str):
         if not _type_ok(value, shape):
             errors.append((dotted(path), f"{dotted(path)} must be a {shape}, got {_describe(value)}"))
+        elif shape in (MAP, STR_MAP):
+            _too_many(value, path, errors)
         return
     if isinstance(shape, list):
         if not isinstance(value, list):
             errors.append((dotted(path), f"{dotted(path)} must be a list, got {_describe(value)}"))
             return
+        if _too_many(value, path, errors):
+            return  # its items are not walked: there are too many of them
         for i, item in enumerate(value):
             _walk(item, shape[0], (*path, i), errors)
         return
@@ -177,6 +222,8 @@ def _walk(value: Any, shape: Any, path: tuple[str | int, ...], errors: list[tupl
         errors.append(
             (dotted(path) or "object", f"{dotted(path) or 'the object'} must be a map, got {_describe(value)}")
         )
+        return
+    if _too_many(value, path, errors):
         return
     for key, sub in shape.items():
         if key == "*":
@@ -189,8 +236,10 @@ def _walk(value: Any, shape: Any, path: tuple[str | int, ...], errors: list[tupl
 Check = Callable[[Any], bool]
 
 
-def _emit(shape: Any, var: str, indent: str, lines: list[str], names: list[int]) -> None:
-    """Append statements that ``return False`` when ``var`` (never None here) breaks ``shape``."""
+def _emit(shape: Any, var: str, indent: str, lines: list[str], names: list[int], cap: int | None = None) -> None:
+    """Append statements that ``return False`` when ``var`` (never None here) breaks ``shape``, or has
+    more than ``cap`` items or keys."""
+    too_many = f"{indent}if len({var}) > {cap}: return False" if cap is not None else None
 
     def fresh() -> str:
         names[0] += 1
@@ -205,6 +254,8 @@ def _emit(shape: Any, var: str, indent: str, lines: list[str], names: list[int])
             STR_MAP: f"not isinstance({var}, dict)",
         }[shape]
         lines.append(f"{indent}if {test}: return False")
+        if too_many and shape in (MAP, STR_MAP):
+            lines.append(too_many)
         if shape == STR_MAP:
             k, v = fresh(), fresh()
             lines.append(f"{indent}for {k}, {v} in {var}.items():")
@@ -212,12 +263,16 @@ def _emit(shape: Any, var: str, indent: str, lines: list[str], names: list[int])
         return
     if isinstance(shape, list):
         lines.append(f"{indent}if type({var}) is not list and not isinstance({var}, list): return False")
+        if too_many:
+            lines.append(too_many)
         item = fresh()
         lines.append(f"{indent}for {item} in {var}:")
         lines.append(f"{indent}    if {item} is None: continue")
         _emit(shape[0], item, indent + "    ", lines, names)
         return
     lines.append(f"{indent}if type({var}) is not dict and not isinstance({var}, dict): return False")
+    if too_many:
+        lines.append(too_many)
     for key, sub in shape.items():
         child = fresh()
         if key == "*":
@@ -227,7 +282,7 @@ def _emit(shape: Any, var: str, indent: str, lines: list[str], names: list[int])
             continue
         lines.append(f"{indent}{child} = {var}.get({key!r})")
         lines.append(f"{indent}if {child} is not None:")
-        _emit(sub, child, indent + "    ", lines, names)
+        _emit(sub, child, indent + "    ", lines, names, CAPS.get(key) if isinstance(key, str) else None)
 
 
 def _compile(shape: Any, name: str) -> Check:
