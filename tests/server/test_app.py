@@ -241,3 +241,23 @@ def test_validate_judges_the_object_the_apiserver_will_store(store):
     final = review(jsonpatch.apply_patch(pod, ops), namespace=objects.SERVING_NS)
     status, doc = _post(client, "validate", final)  # what the apiserver sends after our mutation
     assert status == 200 and check_response(doc, final, "validate")["allowed"] is True
+
+
+@pytest.mark.parametrize("failure", ["allow", "deny"])
+def test_engine_deadline_mutate_follows_failure_validate_denies(tmp_path, failure: str):
+    """Past the engine deadline (here: a nanosecond, so the real engine stops after its first step)
+    /mutate answers as settings.failure says and /validate denies with engine-error, instead of the
+    apiserver timing out and applying failurePolicy on its own."""
+    store = PolicyStore.load(_policy_dir(tmp_path, failure))
+    serving = StaticNamespaces({objects.SERVING_NS: {"gpu-admission.io/tier": "serving"}})
+    _, client = _client(store, namespaces=serving, engine_deadline=1e-9)
+    sent = review(objects.inference_pod(), namespace=objects.SERVING_NS)
+    status, doc = _post(client, "mutate", sent)
+    response = check_response(doc, sent, "mutate")
+    assert status == 200 and "patch" not in response
+    assert response["allowed"] is (failure == "allow")
+    status, doc = _post(client, "validate", sent)
+    response = check_response(doc, sent, "validate")
+    assert status == 200 and response["allowed"] is False
+    message = response["status"]["message"]
+    assert message.startswith("[engine-error]") and "no decision within 1e-09s, at shape check" in message

@@ -78,6 +78,14 @@ def register(sub: Any) -> None:
         metavar="S",
         type=float,
     )
+    opt(
+        "--engine-deadline",
+        d.engine_deadline,
+        "seconds the engine may take per review, below the webhooks' timeoutSeconds; past it /mutate "
+        "follows settings.failure and /validate denies (engine-error)",
+        metavar="S",
+        type=float,
+    )
     opt("--graceful-timeout", d.graceful_timeout, "seconds in-flight reviews get after SIGTERM", metavar="S", type=int)
     opt("--policy-interval", d.policy_interval, "how often the policy directory is re-checked", metavar="S", type=float)
     opt("--cert-interval", d.cert_interval, "how often the certificate files are re-checked", metavar="S", type=float)
@@ -137,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
             split_hostport(metrics_bind)
     except ValueError as exc:
         return _fail(str(exc))
+    if not 0 < args.engine_deadline <= 30:
+        return _fail("--engine-deadline must be between 0 and 30 seconds (the apiserver waits at most 30)")
     if not 0 < args.request_timeout <= 60:
         return _fail("--request-timeout must be between 0 and 60 seconds")
     client_names = tuple(n.strip() for n in str(args.client_names or "").split(",") if n.strip())
@@ -189,6 +199,7 @@ def run(args: argparse.Namespace) -> int:
         keepalive=args.keepalive,
         graceful_timeout=args.graceful_timeout,
         request_timeout=args.request_timeout,
+        engine_deadline=args.engine_deadline,
         policy_interval=args.policy_interval,
         cert_interval=args.cert_interval,
         log_level=args.log_level,
@@ -198,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
         namespaces=namespaces,
         tls=CertReloader(settings.cert_interval),
         policy_interval=settings.policy_interval,
+        engine_deadline=settings.engine_deadline,
     )
     AdmissionServer(settings, runtime, cleanup_dir=cleanup).run()
     return 0

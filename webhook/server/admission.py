@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from webhook.actions import ENGINE_ERROR
-from webhook.engine import Decision, evaluate
+from webhook.engine import DeadlineExceeded, Decision, evaluate
 from webhook.server import metrics
 from webhook.server.logs import log_decision, server_log
 from webhook.server.namespaces import NamespaceSource
@@ -40,10 +40,19 @@ Evaluate = Callable[..., Decision]
 class Admitter:
     """Turns request bodies into response documents; holds no per-request state."""
 
-    def __init__(self, store: PolicyStore, namespaces: NamespaceSource, evaluate_fn: Evaluate = evaluate):
+    def __init__(
+        self,
+        store: PolicyStore,
+        namespaces: NamespaceSource,
+        evaluate_fn: Evaluate = evaluate,
+        engine_deadline: float | None = None,
+    ):
         self.store = store
         self.namespaces = namespaces
         self.evaluate = evaluate_fn  # injectable so tests can make the engine fail on purpose
+        # seconds the engine may take per review, below the webhook's timeoutSeconds: past it the
+        # engine stops (DeadlineExceeded) and the answer is an engine error like any other
+        self.engine_deadline = engine_deadline
 
     def handle(self, endpoint: str, body: bytes) -> dict[str, Any]:
         """The AdmissionReview response for one POST to ``/mutate`` or ``/validate``; raises ReviewError."""
@@ -67,6 +76,7 @@ class Admitter:
                 validate=endpoint == "validate",
                 as_received=endpoint == "validate",  # the object the apiserver will store
                 details=False,  # waste/placements are for check and policy test, not for the response
+                deadline=None if self.engine_deadline is None else time.monotonic() + self.engine_deadline,
             )
             doc, outcome, extra = self._respond(endpoint, review, decision)
         except Exception as exc:
@@ -108,6 +118,8 @@ class Admitter:
         self, endpoint: str, review: Review, failure: str, exc: Exception
     ) -> tuple[dict[str, Any], str, dict[str, Any]]:
         what = type(exc).__name__
+        if isinstance(exc, DeadlineExceeded):
+            what = f"no decision within {self.engine_deadline:g}s, at {exc.stage}"
         applied = failure if endpoint == "mutate" else "deny"  # /validate never admits what it did not judge
         server_log.error(
             "engine error; applying settings.failure" if endpoint == "mutate" else "engine error; denied",

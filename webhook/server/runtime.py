@@ -26,12 +26,13 @@ class Runtime:
     namespaces: NamespaceSource = field(default_factory=OfflineNamespaces)
     tls: CertReloader | None = None
     policy_interval: float = 2.0
+    engine_deadline: float | None = None
     admitter: Admitter = field(init=False)
     _tickers: list[Ticker] = field(default_factory=list, init=False)
     _said: tuple[str, ...] | None = field(default=None, init=False)  # the last readiness answer, logged
 
     def __post_init__(self) -> None:
-        self.admitter = Admitter(self.store, self.namespaces)
+        self.admitter = Admitter(self.store, self.namespaces, engine_deadline=self.engine_deadline)
 
     def start(self) -> None:
         """Per worker, after fork: catch up with policy changes since the master loaded it, then poll."""

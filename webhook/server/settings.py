@@ -29,6 +29,7 @@ class ServeSettings:
     keepalive: int = 75
     timeout: int = 30
     graceful_timeout: int = 20
+    engine_deadline: float = 2.0  # seconds the engine may take per review (the mutating webhook waits 3)
     request_timeout: float = 5.0  # seconds a client has to send a whole request (handshake, headers, body)
     policy_interval: float = 2.0
     cert_interval: float = 2.0
