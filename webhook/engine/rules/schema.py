@@ -42,7 +42,8 @@ def unknown_field(ctx: Context) -> Iterable[Finding]:
 @rule(
     "malformed-object",
     Action.DENY,
-    "a field the engine reads has the wrong type (the apiserver would reject it)",
+    "a field the engine reads has the wrong type (the apiserver would reject it), or a list or map it reads "
+    "is larger than any real workload writes (size caps, docs/operations.md)",
     needs=("findings",),
 )
 def malformed_object(ctx: Context) -> Iterable[Finding]:
