@@ -148,7 +148,8 @@ def text_lines(r: CheckResult, options: Options) -> Iterator[str]:
         Status.WARNED: "admitted with warnings",
         Status.ADMITTED: "admitted",
     }[r.status]
-    yield f"{r.where}: {r.label} (namespace {r.namespace}): {headline}{ops}"
+    update = " (UPDATE of the --old object)" if d.operation == "UPDATE" else ""
+    yield f"{r.where}: {r.label} (namespace {r.namespace}){update}: {headline}{ops}"
     for v in d.violations:
         yield f"  {r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}"
     line = waste_line(r)
@@ -208,6 +209,7 @@ def result_dict(r: CheckResult, options: Options) -> dict[str, Any]:
         out["unjudgedPath"] = r.attention
     d = r.decision
     if d is not None and d.relevant:
+        out["operation"] = d.operation  # UPDATE when --old holds the object it replaces
         out["allowed"] = d.allowed
         out["violations"] = [
             {

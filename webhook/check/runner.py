@@ -12,6 +12,7 @@ from typing import Any
 from webhook import yamlpos
 from webhook.check.context import CONTEXT_KINDS
 from webhook.check.inputs import ReadError, Source
+from webhook.check.old import OldObjects
 from webhook.engine import Decision, evaluate
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.decision import Action
@@ -105,9 +106,13 @@ def check_sources(
     namespaces: Namespaces,
     explain: bool = False,
     cluster: Cluster = EMPTY_CLUSTER,
+    old: OldObjects | None = None,
 ) -> Iterator[CheckResult]:
-    """One result per document, as each is judged: nothing is kept once the caller has it."""
-    judge = _Judge(policy, namespaces, explain, cluster)
+    """One result per document, as each is judged: nothing is kept once the caller has it.
+
+    ``old`` holds the objects UPDATEs replace (``--old``): a document paired with one is judged as
+    that UPDATE, the way the server's ``/validate`` judges it."""
+    judge = _Judge(policy, namespaces, explain, cluster, old)
     for source in sources:
         if source.error is not None:
             yield CheckResult(source.name, 0, Status.ERROR, message=source.error)
@@ -133,6 +138,7 @@ class _Judge:
     namespaces: Namespaces
     explain: bool
     cluster: Cluster
+    old: OldObjects | None = None
 
     def chunks(self, name: str, chunks: Iterable[tuple[int, str]]) -> Iterator[CheckResult]:
         for item in yamlpos.iter_chunk_documents(chunks, with_nodes=False):
@@ -155,7 +161,7 @@ class _Judge:
     ) -> CheckResult:
         try:
             return _check_object(
-                self.policy, file, doc, obj, prefix, self.namespaces, self.explain, self.cluster
+                self.policy, file, doc, obj, prefix, self.namespaces, self.explain, self.cluster, self.old
             )
         except Exception as exc:  # an engine bug must not hide the other documents
             line = doc.line
@@ -183,6 +189,7 @@ def _check_object(
     namespaces: Namespaces,
     explain: bool,
     cluster: Cluster = EMPTY_CLUSTER,
+    old: OldObjects | None = None,
 ) -> CheckResult:
     line = doc.line if not prefix else _position(doc, prefix).line
     if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
@@ -220,12 +227,14 @@ def _check_object(
             result.line = _position(doc, (*prefix, *parse_dotted(path))).line
         return result
     ns, labels = namespaces.for_object(obj)
+    previous = old.take(obj) if old is not None else None
     decision = evaluate(
         policy,
         obj,
-        operation="CREATE",
+        operation="CREATE" if previous is None else "UPDATE",
         namespace=ns,
         namespace_labels=labels,
+        old_object=previous,
         explain=explain,
         cluster=cluster,
     )

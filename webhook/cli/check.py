@@ -11,6 +11,7 @@ import yaml
 from webhook.check.context import ContextError, from_files, from_inputs
 from webhook.check.formats import WRITERS, Options, Tally
 from webhook.check.inputs import read_sources
+from webhook.check.old import OldError, read_old
 from webhook.check.progress import Progress
 from webhook.check.runner import Namespaces, check_sources
 from webhook.namespace_labels import read_namespace_file
@@ -58,6 +59,14 @@ def register(sub: Any) -> None:
         metavar="GLOB",
         help="skip files and directories whose path or name matches GLOB (shell-style; repeatable)",
     )
+    p.add_argument(
+        "--old",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="the objects being replaced: a checked document with the same apiVersion, kind, namespace and "
+        "name is judged as an UPDATE of it (as /validate judges it); a file or directory, repeatable",
+    )
     p.add_argument("-o", "--output", choices=sorted(WRITERS), default="text")
     p.add_argument("--diff", action="store_true", help="show what the webhook would change (text output)")
     p.add_argument("--explain", action="store_true", help="show the decision trace for each object")
@@ -94,7 +103,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"gpu-admission: --context: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
-        return _check(args, policy, labels, context)
+        old = read_old(read_sources(args.old), args.namespace) if args.old else None
+    except OldError as exc:
+        print(f"gpu-admission: --old: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        return _check(args, policy, labels, context, old)
     except BrokenPipeError:  # `check … | head`: the reader has what it wanted
         sys.stderr.close()
         return 1
@@ -106,7 +120,9 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
 
 
-def _check(args: argparse.Namespace, policy: Any, labels: dict[str, dict[str, str]], context: Any) -> int:
+def _check(
+    args: argparse.Namespace, policy: Any, labels: dict[str, dict[str, str]], context: Any, old: Any = None
+) -> int:
     sources = list(read_sources(args.paths, exclude=args.exclude))
     found = from_inputs(sources, args.namespace)  # the inputs' own Namespaces etc., least authoritative
     found.update(context)
@@ -116,7 +132,7 @@ def _check(args: argparse.Namespace, policy: Any, labels: dict[str, dict[str, st
         counts = ", ".join(f"{v} {k}" for k, v in found.counts().items() if v)
         print(f"gpu-admission check: cluster context: {counts or 'none'}", file=sys.stderr)
     results = check_sources(
-        policy, sources, namespaces=namespaces, explain=args.explain, cluster=found.cluster()
+        policy, sources, namespaces=namespaces, explain=args.explain, cluster=found.cluster(), old=old
     )
     tally = Tally()
     options = Options(
@@ -129,4 +145,8 @@ def _check(args: argparse.Namespace, policy: Any, labels: dict[str, dict[str, st
             f"gpu-admission check: nothing to check: no Kubernetes documents in {' '.join(args.paths)}",
             file=sys.stderr,
         )
-    return tally.exit_code(args.fail_on)
+    code = tally.exit_code(args.fail_on)
+    for problem in old.unused() if old is not None else ():
+        print(f"gpu-admission: --old: {problem}", file=sys.stderr)
+        code = EXIT_BAD_INPUT
+    return code
