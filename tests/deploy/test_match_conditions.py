@@ -40,12 +40,16 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
         metas.append(((obj.get("spec") or {}).get("jobTemplate") or {}).get("metadata") or {})
     for tpl in templates(obj, kind):
         metas.append(tpl.metadata)
+        if tpl.spec.get("resourceClaims"):  # DRA: the engine resolves the claim; the CEL forwards it
+            return True
         for group in ("containers", "initContainers"):
             for c in tpl.spec.get(group) or []:
                 res = (c or {}).get("resources") or {}
                 for section in ("limits", "requests"):
                     if any(policy.is_gpu_resource(k) for k in (res.get(section) or {})):
                         return True
+                if any(k.startswith("deviceclass.resource.kubernetes.io/") for k in (res.get("limits") or {})):
+                    return True
     return any(key in (m.get("labels") or {}) for m in metas)
 
 
@@ -71,8 +75,11 @@ def test_every_nested_has_is_guarded(webhooks):
 def test_cel_uses_the_policy_gpu_prefixes_and_intent_label(webhooks, policy):
     (_, expr, _) = next(c for c in webhooks["validating"].conditions if c[0] == "gpu-relevant")
     found = re.findall(r"k\.startsWith\('([^']+)'\)", expr)
-    assert set(found) == set(policy.gpu_prefixes)  # pod templates, and TrainJob's resourcesPerNode
-    assert tuple(found[-len(policy.gpu_prefixes):]) == policy.gpu_prefixes
+    dra = "deviceclass.resource.kubernetes.io/"  # DRA's implicit extended-resource names
+    assert set(found) == {*policy.gpu_prefixes, dra}  # pod templates, and TrainJob's resourcesPerNode
+    gpu = [p for p in found if p != dra]
+    assert tuple(gpu[-len(policy.gpu_prefixes):]) == policy.gpu_prefixes
+    assert "has(t.spec.resourceClaims) && size(t.spec.resourceClaims) > 0" in expr
     assert set(re.findall(r"'([\w.\-]+/workload)'", expr)) == {policy.keys.workload}
 
 
@@ -110,6 +117,8 @@ def test_corpus(webhooks, policy):
         "hami/mig_example.yaml", "k8s-device-plugin/job-1.yaml", "volcano/mindspore-gpu.yaml",
         "kubernetes-examples/vllm-deployment.yaml", "volcano-vgpu-device-plugin/vgpu-case03.yaml",
         "volcano-vgpu-device-plugin/gpu-share.yaml", "k8s-dra-driver-gpu/mig-1g-12gb.yaml",
+        "k8s-dra-driver-gpu/gpu-test2.yaml", "k8s-dra-driver-gpu/v1beta1-gpu-test1.yaml",
+        "kueue/sample-dra-counter-job.yaml",  # a claim only: the CEL cannot resolve it, the engine does
     ):  # fmt: skip
         assert has(positive, calls), positive
     for negative in (

@@ -22,6 +22,7 @@ from typing import Any
 
 from webhook import yamlpos
 from webhook.check.inputs import ReadError, Source
+from webhook.engine.claims import cluster_entry
 from webhook.engine.cluster import Cluster
 
 # kind -> the Cluster field it fills; "*List" forms hold items of that kind
@@ -33,7 +34,7 @@ CONTEXT_KINDS = {
     "DeviceClass": "device_classes",
 }
 _MENTION = re.compile(
-    r"""\bkind["']?[ \t]*:[ \t]*["']?(?:Namespace|Node|ResourceClaimTemplate|ResourceClaim|DeviceClass)"""
+    r"""\bkind["']?[ \t]*:[ \t]*["']?(?:Namespace|Node|ResourceClaimTemplate|ResourceClaim|DeviceClass|ComputeDomain)"""
     r"""(?:List)?["']?[ \t]*(?:[,}\r\n#]|$)"""
 )
 
@@ -87,6 +88,7 @@ class ClusterObjects:
     claim_templates: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     claims: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     device_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    complete: bool = False  # the claim maps are the cluster's (--context given): absent means missing
 
     def add(self, obj: Any, kind: str | None = None) -> str | None:
         """Take ``obj`` if it is a context object (or a List of them); None, or why it cannot be used."""
@@ -104,6 +106,11 @@ class ClusterObjects:
                 problem = self.add(item, item_kind)
                 if problem:
                     return problem
+            return None
+        if kind == "ComputeDomain":  # stands for the channel template its controller creates
+            entry = cluster_entry(obj, self.default_namespace)
+            if entry is not None:
+                self.claim_templates[entry[1]] = entry[2]
             return None
         target = CONTEXT_KINDS.get(kind)
         if target is None:
@@ -150,6 +157,7 @@ class ClusterObjects:
             claim_templates=MappingProxyType(dict(self.claim_templates)),
             claims=MappingProxyType(dict(self.claims)),
             device_classes=MappingProxyType(dict(self.device_classes)),
+            complete=self.complete,
         )
 
 

@@ -126,6 +126,7 @@ def _check(
     sources = list(read_sources(args.paths, exclude=args.exclude))
     found = from_inputs(sources, args.namespace)  # the inputs' own Namespaces etc., least authoritative
     found.update(context)
+    found.complete = bool(args.context)  # a cluster dump: a claim template it lacks does not exist
     found.namespaces.update(labels)
     namespaces = Namespaces(args.namespace, found.namespaces)
     if args.verbose:

@@ -109,6 +109,14 @@ def register(sub: Any) -> None:
         metavar="NS[,NS...]",
         help="namespaces that get per-namespace objects (e.g. claim templates); repeatable",
     )
+    render.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="Namespace objects (e.g. `kubectl get ns -o yaml`): each gets its per-namespace objects, its "
+        "entitlement judged from its labels; repeatable",
+    )
     render.add_argument("--webhook-namespace", default="gpu-admission", metavar="NS", help="where the webhook runs")
     render.add_argument(
         "--control-plane-cidr",
@@ -298,11 +306,22 @@ def run_render(args: argparse.Namespace) -> int:
         print(f"gpu-admission: {directory}: cannot read: {exc}", file=err)
         return EXIT_UNUSABLE
     namespaces = tuple(dict.fromkeys(n.strip() for arg in args.namespaces for n in arg.split(",") if n.strip()))
+    labels: dict[str, dict[str, str]] = {}
+    if args.context:
+        from webhook.check.context import ContextError, from_files
+        from webhook.check.inputs import read_sources
+
+        try:
+            labels = from_files(read_sources(args.context), "default").namespaces
+        except ContextError as exc:
+            print(f"gpu-admission: --context: {exc}", file=err)
+            return EXIT_UNUSABLE
     defaults = RenderOptions()
     options = RenderOptions(
         namespace=args.webhook_namespace,
         policy_files=files,
         namespaces=namespaces,
+        namespace_labels=labels,
         control_plane_cidrs=tuple(args.control_plane_cidr) or defaults.control_plane_cidrs,
         monitoring_namespace=args.monitoring_namespace,
     )

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from webhook.engine.intent import Intent
 from webhook.policy.compiled import CompiledPool, Policy, Profile
+from webhook.policy.dra import PlatformTemplate
 from webhook.policy.model import Entitlement, Isolation, SharingProvider, WorkloadClass
 from webhook.quantity import GIB, MIB, ceil_div, format_bytes, parse_quantity
 
@@ -36,6 +37,8 @@ class Resolution:
     device_bytes: int = 0
     device_name: str = ""
     cls_name: str = ""
+    claim: PlatformTemplate | None = None  # DRA pools: the platform's template the pod's claim names
+    claim_name: str = ""  # the pod resource claim's name
 
 
 @dataclass(slots=True)
@@ -198,6 +201,13 @@ def _misfit(
                 "gpu-memory-exceeded",
                 f"{format_bytes(memory)} exceeds the {format_bytes(pool.gpu.memory)} of a {spec.gpu_model}",
             )
+        elif isolation is Isolation.SHARED and _dra_class(pool, isolation) is not None:
+            largest = policy.dra.largest_slice(pool.name)
+            if largest is not None and memory > largest:
+                return Reason(
+                    "gpu-memory-exceeded",
+                    f"{format_bytes(memory)} exceeds the largest slice the pool serves ({format_bytes(largest)})",
+                )
     elif intent.adopted_from is None and (
         isolation is Isolation.MIG
         or (
@@ -205,6 +215,7 @@ def _misfit(
             and spec.sharing is not None
             and spec.sharing.provider is not SharingProvider.TIME_SLICING
         )
+        or (isolation is Isolation.SHARED and _dra_class(pool, isolation) is not None)
     ):
         return Reason(
             "intent-invalid",
@@ -213,9 +224,60 @@ def _misfit(
     return None
 
 
+def _dra_class(pool: CompiledPool, isolation: Isolation) -> str | None:
+    dra = pool.spec.dra
+    return dra.device_classes.get(isolation) if dra is not None else None
+
+
+def _dra_backend(
+    policy: Policy, pool: CompiledPool, intent: Intent, isolation: Isolation, memory: Fraction | None
+) -> Resolution | None:
+    """SPEC §3 'DRA stack': a claim on the platform's template for this size instead of extended resources."""
+    if intent.adopted_from is not None or _dra_class(pool, isolation) is None:
+        return None
+    spec = pool.spec
+    assert spec.dra is not None
+    device_bytes, device_name = pool.gpu.memory, f"whole {spec.gpu_model}"
+    wanted = format_bytes(memory) if memory is not None else "?"
+    if isolation is Isolation.EXCLUSIVE:
+        template = policy.dra.template(pool.name, isolation, count=intent.gpus)
+        detail = f"{intent.gpus} x whole {spec.gpu_model}"
+    elif isolation is Isolation.MIG:
+        profile = pool.smallest_profile(memory) if memory is not None else None
+        assert profile is not None
+        template = policy.dra.template(pool.name, isolation, profile=profile.name)
+        device_bytes, device_name = profile.memory, f"MIG {profile.name} of {spec.gpu_model}"
+        detail = f"{wanted} on {spec.gpu_model} -> MIG {profile.name}, the smallest profile >= {wanted}"
+    else:
+        template = policy.dra.template(pool.name, isolation, memory=int(memory) if memory is not None else None)
+        if template is not None and template.memory is not None:
+            device_bytes = template.memory
+            device_name = f"{format_bytes(template.memory)} DRA slice of {spec.gpu_model}"
+        detail = f"{wanted} shared by consumable capacity"
+    assert template is not None  # every size resolution admits has a template (webhook.policy.dra)
+    return Resolution(
+        cls=None,  # type: ignore[arg-type]  # filled in by resolve()
+        pool=pool,
+        isolation=isolation,
+        memory=memory,
+        resources={},
+        node_selector=dict(spec.node_selector),
+        why=f"DRA: {detail} -> claim {spec.dra.claim_name} on ResourceClaimTemplate {template.name} "
+        f"({template.device_class})",
+        rdma=False,
+        device_bytes=device_bytes,
+        device_name=device_name,
+        claim=template,
+        claim_name=spec.dra.claim_name,
+    )
+
+
 def _backend(
     policy: Policy, pool: CompiledPool, intent: Intent, isolation: Isolation, memory: Fraction | None
 ) -> Resolution:
+    claimed = _dra_backend(policy, pool, intent, isolation, memory)
+    if claimed is not None:
+        return claimed
     spec = pool.spec
     selector = dict(spec.node_selector)
     resources: dict[str, str]

@@ -7,8 +7,8 @@ ConfigMap the server mounts, the PriorityClasses pods name), the webhook configu
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.policy.compiled import Policy
@@ -34,6 +34,8 @@ class RenderOptions:
     policy_files: tuple[tuple[str, str], ...] = ()
     # namespaces that get per-namespace objects (e.g. the platform's ResourceClaimTemplates)
     namespaces: tuple[str, ...] = ()
+    # labels of namespaces known from Namespace objects (--context): entitlement is judged from them
+    namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # sources allowed to reach the webhook and metrics ports: the API server's addresses. The
     # default admits any address, because where the API server lives is cluster-specific (outside
     # the pod network on managed clusters); narrow it with --control-plane-cidr.
@@ -49,11 +51,12 @@ Renderer = Callable[[Policy, RenderOptions], list[K8sObject]]
 
 
 def _renderers() -> list[tuple[str, Renderer]]:
-    from webhook.render import configmap, networkpolicy, priorityclasses, webhooks
+    from webhook.render import claimtemplates, configmap, networkpolicy, priorityclasses, webhooks
 
     return [
         ("policy-configmap", configmap.render),
         ("priority-classes", priorityclasses.render),
+        ("claim-templates", claimtemplates.render),
         ("network-policy", networkpolicy.render),
         ("mutating-webhook", webhooks.render_mutating),
         ("validating-webhook", webhooks.render_validating),

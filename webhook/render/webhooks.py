@@ -230,8 +230,28 @@ def _gpu_resource_in_template(policy: Policy) -> str | None:
     )
 
 
+def _dra_in_template(policy: Policy) -> str:
+    """DRA: a resource claim (its template or claim may be a GPU; only the engine can resolve it), or an
+    extended resource a DeviceClass serves (the implicit ``deviceclass.resource.kubernetes.io/`` names
+    and the catalogue's ``extendedResourceName``s)."""
+    names = sorted(n for n in policy.dra.extended if not policy.is_gpu_resource(n))
+    mapped = "".join(f" || k == {cel_string(n)}" for n in names)
+    return (
+        "(has(t.spec) && (\n"
+        "  (has(t.spec.resourceClaims) && size(t.spec.resourceClaims) > 0) ||\n"
+        "  ((has(t.spec.containers) ? t.spec.containers : []) +\n"
+        "    (has(t.spec.initContainers) ? t.spec.initContainers : [])).exists(c,\n"
+        "    has(c.resources) && has(c.resources.limits) && c.resources.limits.exists(k,\n"
+        f"      k.startsWith('deviceclass.resource.kubernetes.io/'){mapped}))))"
+    )
+
+
 # policy -> a CEL test on pod template ``t`` (or None); the template is GPU-relevant when any holds
-TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [_intent_label_on_template, _gpu_resource_in_template]
+TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
+    _intent_label_on_template,
+    _gpu_resource_in_template,
+    _dra_in_template,
+]
 
 
 def _object_tests(policy: Policy) -> list[str]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from webhook.engine.context import Context, TemplateState
-from webhook.engine.mutations import gang, pool, rdma, resources, scheduling, topology
+from webhook.engine.mutations import dra, gang, pool, rdma, resources, scheduling, topology
 from webhook.engine.patch import PatchBuilder
 
 TemplateStep = Callable[[Context, TemplateState, PatchBuilder], None]
@@ -18,6 +18,7 @@ WorkloadStep = Callable[[Context, PatchBuilder], None]
 
 TEMPLATE_STEPS: tuple[tuple[str, TemplateStep], ...] = (
     ("resources", resources.apply),
+    ("dra", dra.apply),
     ("pool", pool.apply),
     ("scheduling", scheduling.apply),
     ("rdma", rdma.apply),
@@ -31,6 +32,7 @@ def check(ctx: Context) -> None:
     for state in ctx.states:
         if state.resolution is not None:
             rdma.check(ctx, state)
+            dra.check(ctx, state)
 
 
 def mutate(ctx: Context, patch: PatchBuilder) -> None:

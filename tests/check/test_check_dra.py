@@ -1,0 +1,108 @@
+"""``check`` sees DRA: the corpus's DRA pods are GPU pods, and ``--context`` reports a missing template."""
+
+from __future__ import annotations
+
+import json
+
+import yaml
+
+from tests.conftest import CORPUS, need_shared
+from webhook.cli import main
+
+DRA_FILES = (
+    "k8s-dra-driver-gpu/gpu-test2.yaml",
+    "k8s-dra-driver-gpu/v1beta1-gpu-test1.yaml",
+    "k8s-dra-driver-gpu/mig-1g-12gb.yaml",
+    "kueue/sample-dra-counter-job.yaml",
+    "kai-scheduler/gpu-imex-pod.yaml",
+)
+
+POD = """apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: team-a}
+spec:
+  resourceClaims:
+  - {name: gpu, resourceClaimTemplateName: eight-gpus}
+  containers:
+  - name: torch
+    image: registry/ml/torch:2
+    resources:
+      claims: [{name: gpu}]
+"""
+TEMPLATE = """apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: eight-gpus, namespace: team-a}
+spec:
+  spec:
+    devices:
+      requests:
+      - name: gpu
+        exactly: {deviceClassName: gpu.nvidia.com, count: 8}
+"""
+
+
+def _json(capsys, *args: str) -> tuple[int, dict]:
+    code = main(["check", *args, "-o", "json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def _results(report: dict) -> list[dict]:
+    return report["results"] if isinstance(report, dict) else report
+
+
+def test_the_corpus_dra_pods_are_gpu_pods(capsys):
+    paths = [str(need_shared(CORPUS / f)) for f in DRA_FILES]
+    _code, report = _json(capsys, *paths)
+    judged = [r for r in _results(report) if r["kind"] in ("Pod", "Job") and r["status"] != "skipped"]
+    assert len(judged) == 6, [(r["kind"], r["name"], r["status"]) for r in _results(report)]
+    by_name = {r["name"]: r for r in judged}
+    # the templates and the DeviceClass in the same files resolve the claims: no claim-unresolved
+    for name in ("pod", "pod1", "pod2", "mig-1g12gb-pod", "gpu-imex-pod"):
+        assert "claim-unresolved" not in {v["rule"] for v in by_name[name]["violations"]}, name
+    # Kueue's sample uses gpu.example.com, which nobody describes: warned, judged as a GPU
+    job = next(r for r in judged if r["kind"] == "Job")
+    assert "claim-unresolved" in {v["rule"] for v in job["violations"]}
+
+
+def test_a_template_in_the_inputs_resolves_the_claim(tmp_path, capsys):
+    path = tmp_path / "m.yaml"
+    path.write_text(TEMPLATE + "---\n" + POD)
+    _code, report = _json(capsys, str(path))
+    pod = next(r for r in _results(report) if r["kind"] == "Pod")
+    assert "claim-unresolved" not in {v["rule"] for v in pod["violations"]}
+
+
+def test_with_context_a_template_missing_from_the_namespace_is_reported(tmp_path, capsys):
+    path = tmp_path / "pod.yaml"
+    path.write_text(POD)
+    context = tmp_path / "cluster.yaml"
+    other_ns = yaml.safe_load(TEMPLATE)
+    other_ns["metadata"]["namespace"] = "team-b"  # exists, but not where the pod runs
+    context.write_text(
+        yaml.safe_dump_all([{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}, other_ns])
+    )
+    code, report = _json(capsys, str(path), "--context", str(context), "--fail-on", "warn")
+    assert code == 1
+    pod = next(r for r in _results(report) if r["kind"] == "Pod")
+    found = [v for v in pod["violations"] if v["rule"] == "claim-unresolved"]
+    assert found and "create ResourceClaimTemplate eight-gpus in team-a first" in found[0]["message"]
+    assert found[0]["path"] == "spec.resourceClaims[0]"
+
+
+def test_with_context_the_platforms_own_template_must_exist_in_the_namespace(tmp_path, capsys):
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "dra-policy"
+    path = tmp_path / "pod.yaml"
+    path.write_text(POD.replace("eight-gpus", "gpu-admission-gpu-8"))
+    context = tmp_path / "cluster.yaml"
+    context.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}))
+    # without --context the policy knows its own template: resolved, no warning
+    code, report = _json(capsys, str(path), "--policy", str(example))
+    pod = next(r for r in _results(report) if r["kind"] == "Pod")
+    assert "claim-unresolved" not in {v["rule"] for v in pod["violations"]}
+    # with the cluster's state, the template is not applied in team-a: say how to fix it
+    _code, report = _json(capsys, str(path), "--policy", str(example), "--context", str(context))
+    pod = next(r for r in _results(report) if r["kind"] == "Pod")
+    found = [v for v in pod["violations"] if v["rule"] == "claim-unresolved"]
+    assert found and "policy render" in found[0]["message"]
