@@ -98,7 +98,7 @@ def test_with_context_the_platforms_own_template_must_exist_in_the_namespace(tmp
     context = tmp_path / "cluster.yaml"
     context.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}))
     # without --context the policy knows its own template: resolved, no warning
-    code, report = _json(capsys, str(path), "--policy", str(example))
+    _, report = _json(capsys, str(path), "--policy", str(example))
     pod = next(r for r in _results(report) if r["kind"] == "Pod")
     assert "claim-unresolved" not in {v["rule"] for v in pod["violations"]}
     # with the cluster's state, the template is not applied in team-a: say how to fix it
