@@ -281,6 +281,40 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "class 'infer' sets priorityClassName 'gpu-infer', which spec.priorityClasses does not define",
         "add gpu-infer: {value: ...} under spec.priorityClasses",
     ),
+    "builtin-kind-overridden": (
+        spec(
+            """            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes: {infer: {pools: [a100]}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            workloadKinds:
+              - apiVersion: kubeflow.org/v1
+                kind: PyTorchJob
+                mutate: true
+                templates: [{path: spec.pytorchReplicaSpecs.*.template}]
+            """
+        ),
+        "kind: PyTorchJob",
+        "kubeflow.org/v1 PyTorchJob is a built-in kind: this entry replaces",
+        "remove the entry to keep the shipped description",
+    ),
+    "kind-path-unmatched": (
+        spec(
+            """            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes: {infer: {pools: [a100]}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            workloadKinds:
+              - apiVersion: example.com/v1
+                kind: TrainRun
+                mutate: true
+                templates:
+                  - path: "spec.worker[*].template"
+                sample: {spec: {workers: [{template: {spec: {containers: []}}}]}}
+            """
+        ),
+        'path: "spec.worker[*].template"',
+        "template path 'spec.worker[*].template' matches nothing in the sample TrainRun",
+        "fix the path",
+    ),
 }
 
 

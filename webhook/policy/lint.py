@@ -64,6 +64,8 @@ WARNING_CODES: dict[str, str] = {
     "shipped manifests: re-run `gpu-admission policy render` and apply it",
     "priority-class-undefined": "a class names a priorityClassName that `spec.priorityClasses` does not define: "
     "unless it exists in the cluster, the API server rejects the class's pods",
+    "builtin-kind-overridden": "a `workloadKinds` entry replaces a built-in kind's description",
+    "kind-path-unmatched": "a `workloadKinds` template path matches nothing in the entry's `sample`",
 }
 
 
@@ -257,6 +259,7 @@ def policy_warnings(policy: Policy) -> list[Warning_]:
         _shadowed_rule_overrides,
         _render_needed,
         _priority_class_undefined,
+        _workload_kinds,
     )
     out: list[Warning_] = []
     for check in checks:
@@ -285,6 +288,34 @@ def _render_needed(policy: Policy) -> Iterator[Warning_]:
             "match on: without a re-render, objects using it never reach the webhook",
             "re-run `gpu-admission policy render` and apply its output",
         )
+
+
+def _workload_kinds(policy: Policy) -> Iterator[Warning_]:
+    from webhook.policy.kinds import CompiledKind, builtin_table
+
+    builtins = builtin_table()
+    for index, spec in enumerate(policy.spec.workload_kinds):
+        if (spec.api_version, spec.kind) in builtins:
+            yield Warning_(
+                "builtin-kind-overridden",
+                ("workloadKinds", index, "kind"),
+                f"{spec.api_version} {spec.kind} is a built-in kind: this entry replaces its templates, counts "
+                "and gang keys",
+                "remove the entry to keep the shipped description, or keep it on purpose (a fork of the operator)",
+            )
+        if spec.sample is None:
+            continue
+        from webhook.engine.workload import templates
+
+        for t_index, tpl in enumerate(spec.templates):
+            single = CompiledKind.build(spec.model_copy(update={"templates": (tpl,)}))
+            if not templates(spec.sample, single):
+                yield Warning_(
+                    "kind-path-unmatched",
+                    ("workloadKinds", index, "templates", t_index, "path"),
+                    f"template path {tpl.path!r} matches nothing in the sample {spec.kind}",
+                    "fix the path (wildcards: [*] for list items, * for map values) or the sample",
+                )
 
 
 def _priority_class_undefined(policy: Policy) -> Iterator[Warning_]:
