@@ -15,6 +15,8 @@ SEED = SHARED / "seed" / "gpu-scheduling-chapter.txt"
 POLICIES = ROOT / "policies"
 
 TRAINING_NS = {"gpu-admission.io/tier": "training"}
+# the default policy restricts labelled namespaces: serving-only teams get inference and batch
+SERVING_NS = {"gpu-admission.io/tier": "serving"}
 
 
 def need_shared(path: Path) -> Path:

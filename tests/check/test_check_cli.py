@@ -150,17 +150,17 @@ def test_diff_and_explain(tmp_path, capsys):
     assert "pool infer-a100: taken" in out
 
 
-def test_namespaces_file_grants_training(tmp_path, capsys):
+def test_namespaces_file_restricts_a_labelled_namespace(tmp_path, capsys):
     train = yaml.safe_load(INFER)
     train["metadata"]["labels"]["gpu-admission.io/workload"] = "training"
     (tmp_path / "ns.yaml").write_text(
         "apiVersion: v1\nkind: NamespaceList\nitems:\n- metadata:\n"
-        "    name: llm\n    labels: {gpu-admission.io/tier: training}\n"
+        "    name: serve\n    labels: {gpu-admission.io/tier: serving}\n"
     )
     manifest = tmp_path / "m.yaml"
     manifest.write_text(yaml.safe_dump(train))
-    assert main(["check", str(manifest), "-n", "llm", "--namespaces", str(tmp_path / "ns.yaml")]) == 0
-    assert main(["check", str(manifest), "-n", "other", "--namespaces", str(tmp_path / "ns.yaml")]) == 1
+    assert main(["check", str(manifest), "-n", "serve", "--namespaces", str(tmp_path / "ns.yaml")]) == 1
+    assert main(["check", str(manifest), "-n", "other", "--namespaces", str(tmp_path / "ns.yaml")]) == 0
     capsys.readouterr()
 
 

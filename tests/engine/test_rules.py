@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import SERVING_NS
 from tests.engine.helpers import container, intent, job, pod, rules, run, vcjob, violation
 from webhook.engine.decision import Action
 from webhook.engine.rules import RULES
@@ -101,7 +102,7 @@ def test_valid_intent_passes(policy):
 
 
 def test_class_not_allowed_outside_entitlement(policy):
-    d = run(policy, pod(intent("training", gpus=8)))
+    d = run(policy, pod(intent("training", gpus=8)), labels=SERVING_NS)
     v = violation(d, "class-not-allowed")
     assert "namespace 'team-a' is not entitled to class 'training'" in v.message
     assert v.path == "metadata.labels[gpu-admission.io/workload]"
@@ -329,7 +330,7 @@ def test_rdma_on_a_pool_without_rdma(policy):
 
 
 def test_pool_spoofing_by_node_selector(policy):
-    d = run(policy, pod({}, [container(limits=GPU1)], nodeSelector={"workload": "gpu-train"}))
+    d = run(policy, pod({}, [container(limits=GPU1)], nodeSelector={"workload": "gpu-train"}), labels=SERVING_NS)
     v = violation(d, "pool-spoofing")
     assert "targets pool train-h100, which namespace 'team-a' is not entitled to" in v.message
     assert v.path == "spec.nodeSelector"

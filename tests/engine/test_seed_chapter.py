@@ -53,7 +53,7 @@ def test_mig_pod_passes(policy, mig_pod):
 
 def test_train_qwen_with_min_available_8_passes_and_gets_pool_rdma_gang_topology(policy, train_qwen_text):
     job = yaml.safe_load(train_qwen_text.replace("minMember: 8", "minAvailable: 8"))
-    d = run(policy, job, training=True, namespace="llm")
+    d = run(policy, job, namespace="default")  # no namespace labels: as the chapter applies it
     assert d.allowed, d.message
     out = d.mutated
     task = out["spec"]["tasks"][0]["template"]
@@ -76,7 +76,7 @@ def test_train_qwen_with_min_available_8_passes_and_gets_pool_rdma_gang_topology
 
 def test_train_qwen_with_min_available_4_is_denied(policy, train_qwen_text):
     job = yaml.safe_load(train_qwen_text.replace("minMember: 8", "minAvailable: 4"))
-    d = run(policy, job, training=True)
+    d = run(policy, job, namespace="default")
     assert not d.allowed
     assert d.message.startswith("[gang-incomplete]")
     assert "minAvailable 4 < 8 replicas" in violation(d, "gang-incomplete").message
@@ -102,6 +102,26 @@ def test_chapter_through_check_text(tmp_path, capsys):
     manifest.write_text("---\n".join(chapter_manifests()))
     code = main(["check", str(manifest)])
     out = capsys.readouterr().out
-    assert code == 1  # train-qwen as written: minMember, and the default namespace is not a training namespace
+    assert code == 1  # train-qwen as written: minMember is a PodGroup field, not a Volcano Job's
     assert "Pod/infer-mig (namespace default): admitted with warnings" in out
-    assert "[unknown-field]" in out and "[class-not-allowed]" in out
+    assert "[unknown-field]" in out and "[class-not-allowed]" not in out  # ordinary namespaces may train
+
+
+@pytest.mark.parametrize(("min_available", "code", "rule"), [(8, 0, None), (4, 1, "gang-incomplete")])
+def test_check_with_no_namespace_information_judges_train_qwen_by_its_gang(
+    tmp_path, capsys, train_qwen_text, min_available, code, rule
+):
+    """The shipped default lets ordinary namespaces (`default`, as the chapter applies it) train."""
+    manifest = tmp_path / "train-qwen.yaml"
+    manifest.write_text(train_qwen_text.replace("minMember: 8", f"minAvailable: {min_available}"))
+    assert main(["check", str(manifest), "-o", "json"]) == code
+    (result,) = json.loads(capsys.readouterr().out)["results"]
+    assert result["namespace"] == "default"
+    assert [v["rule"] for v in result["violations"] if v["action"] == "deny"] == ([rule] if rule else [])
+
+
+def test_a_serving_only_namespace_may_not_train(policy, train_qwen_text):
+    job = yaml.safe_load(train_qwen_text.replace("minMember: 8", "minAvailable: 8"))
+    d = run(policy, job, labels={"gpu-admission.io/tier": "serving"})
+    assert not d.allowed
+    assert "class-not-allowed" in {v.rule for v in d.violations}

@@ -174,12 +174,12 @@ def test_kind_label_is_bounded(store):
 
 def test_mutate_uses_request_namespace_for_pods_without_one(store):
     """Pods created by controllers have no metadata.namespace; the namespace's labels must still apply."""
-    _, client = _client(store, namespaces=StaticNamespaces({"research": {"gpu-admission.io/tier": "training"}}))
+    _, client = _client(store, namespaces=StaticNamespaces({"serving": {"gpu-admission.io/tier": "serving"}}))
     job = objects.training_vcjob()
     assert "namespace" not in job["metadata"]
     status, doc = _post(client, "mutate", review(job, namespace="research"))
-    assert status == 200 and patch_ops(doc["response"]), "entitled through the file's labels"
-    _, doc = _post(client, "validate", review(job, namespace="sandbox"))
+    assert status == 200 and patch_ops(doc["response"]), "an unlabelled namespace may train"
+    _, doc = _post(client, "validate", review(job, namespace="serving"))  # restricted through the labels
     assert doc["response"]["status"]["message"].startswith("[class-not-allowed]")
 
 

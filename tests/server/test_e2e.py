@@ -114,11 +114,11 @@ def test_volcano_training_job_in_a_training_namespace(client: ApiserverClient):
 
 
 def test_the_same_job_elsewhere_is_denied_by_namespace_entitlement(client: ApiserverClient):
-    """The namespaces file is what makes ``research`` a training namespace; ``sandbox`` is not in it."""
-    _, mutated, validated = admit(client, objects.training_vcjob(), objects.OTHER_NS)
+    """The namespaces file is what makes ``serving`` a serving-only namespace (the default restricts it)."""
+    _, mutated, validated = admit(client, objects.training_vcjob(), objects.SERVING_NS)
     assert "patch" not in mutated
     assert validated["allowed"] is False
-    assert validated["status"]["message"].startswith("[class-not-allowed] namespace 'sandbox' is not entitled")
+    assert validated["status"]["message"].startswith("[class-not-allowed] namespace 'serving' is not entitled")
 
 
 def test_chapter_job_with_half_a_gang_is_denied_with_403(client: ApiserverClient):

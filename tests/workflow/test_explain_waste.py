@@ -41,7 +41,7 @@ def test_explain_text_shows_the_documented_mig_choice(cli):
     run = cli("check", OBJECTS / "inference-pod.yaml", "--namespace", "team", "--explain")
     lines = run.out.splitlines()
     assert "    decision trace:" in lines
-    assert "      namespace team: entitlement everyone-else -> classes inference, batch, dev" in lines
+    assert "      namespace team: entitlement everyone-else -> classes training, inference, batch, dev" in lines
     assert "      pool infer-a100: taken (A100-40GB, 8 GPUs/node)" in lines
     assert "      backend: 4Gi on A100-40GB -> nvidia.com/mig-1g.5gb, the smallest profile >= 4Gi" in lines
     assert any(line.startswith("      rules: ") and "passed" in line for line in lines)

@@ -28,7 +28,7 @@ def test_denials_warnings_and_summary(cli):
     warnings = [m for m in annotations if m.group(1) == "warning"]
     notices = [m for m in annotations if m.group(1) == "notice"]
     qwen = str(OBJECTS / "train-qwen.yaml")
-    assert any(f"file={qwen},line=" in m.group(2) and "title=[class-not-allowed]" in m.group(2) for m in errors)
+    assert any(f"file={qwen},line=" in m.group(2) and "title=[gang-incomplete]" in m.group(2) for m in errors)
     mig = str(OBJECTS / "chapter-infer-mig.yaml")
     (warning,) = [m for m in warnings if f"file={mig}" in m.group(2)]
     assert "title=[raw-gpu-request]" in warning.group(2) and warning.group(3).startswith(
@@ -69,4 +69,5 @@ def test_lint_github_output(tmp_path, cli):
     (tmp_path / "default.yaml").write_text(text)
     run = cli("policy", "lint", tmp_path, "-o", "github")
     assert run.code == 1
-    assert f"::error file={tmp_path / 'default.yaml'},line=52,col=7,title=policy error::" in run.out
+    line = text.splitlines().index("      gpusPerNod: 4") + 1
+    assert f"::error file={tmp_path / 'default.yaml'},line={line},col=7,title=policy error::" in run.out

@@ -26,7 +26,7 @@ BROKEN = [
         "namespace rule -> unknown class",
         ("classes: [inference, batch]\n", "classes: [inferense, batch]\n"),
         "classes: [inferense, batch]",
-        "spec.namespaces[1].classes[0]: unknown class 'inferense' (hint: did you mean 'inference'?)",
+        "spec.namespaces[0].classes[0]: unknown class 'inferense' (hint: did you mean 'inference'?)",
     ),
     (
         "MIG profile the GPU model does not offer",
@@ -99,7 +99,7 @@ def test_json_output_lists_every_issue(tmp_path, cli):
     pool = by_path["spec.classes.dev.pools[0]"]
     assert pool["severity"] == "error" and pool["hint"] == "did you mean 'dev-cgpu'?" and pool["code"] is None
     assert pool["line"] == line_of(text, "pools: [dev-gpu]") and pool["file"].endswith("default.yaml")
-    assert by_path["spec.namespaces[1].classes[0]"]["hint"] == "did you mean 'inference'?"
+    assert by_path["spec.namespaces[0].classes[0]"]["hint"] == "did you mean 'inference'?"
 
 
 def test_errors_across_files_point_at_the_right_file(tmp_path, cli):
