@@ -55,12 +55,33 @@ def test_every_warning_of_a_decision_fits():
     assert all(len(w) <= WARNING_LIMIT for w in decision.warnings)
 
 
-def test_entitlement_denial_names_the_label_that_grants_the_class(policy):
-    serving = {"gpu-admission.io/tier": "serving"}
-    decision = run(policy, pod(intent("training", gpus="8"), [container()]), labels=serving)
+def test_entitlement_denial_names_the_label_that_grants_the_class(tmp_path):
+    from tests.conftest import POLICIES
+    from webhook.policy import load_policy
+
+    # training as an opt-in: granted by a label, left out of the catch-all rule
+    text = (POLICIES / "default.yaml").read_text()
+    catch_all = "      classes: [training, inference, batch, dev]\n"
+    assert catch_all in text
+    text = text.replace(catch_all, "      classes: [inference, batch, dev]\n").replace(
+        "  namespaces:\n",
+        "  namespaces:\n    - name: training-teams\n      selector:\n"
+        "        matchLabels: {gpu-admission.io/tier: training}\n      classes: [training]\n",
+        1,
+    )
+    (tmp_path / "p.yaml").write_text(text)
+    opt_in = load_policy(tmp_path)
+    decision = run(opt_in, pod(intent("training", gpus="8"), [container()]), labels={"team": "a"})
     v = violation(decision, "class-not-allowed")
     assert "gpu-admission.io/tier=training" in v.message, v.message
     assert "training-teams" in v.message
+
+
+def test_entitlement_denial_in_a_restricted_namespace_says_its_labels_restrict_it(policy):
+    serving = {"gpu-admission.io/tier": "serving"}
+    decision = run(policy, pod(intent("training", gpus="8"), [container()]), labels=serving)
+    v = violation(decision, "class-not-allowed")
+    assert "(entitlement everyone-else)" in v.message and "change this namespace's labels" in v.message, v.message
 
 
 def test_a_class_typo_gets_a_did_you_mean(policy):

@@ -54,8 +54,15 @@ def _how_to_grant(policy: Policy, class_name: str) -> str:
 
     def build() -> str:
         for ent in policy.namespaces:
-            if class_name not in ent.classes or not (ent.selector.match_labels or ent.selector.match_expressions):
+            if class_name not in ent.classes:
                 continue
+            if not (ent.selector.match_labels or ent.selector.match_expressions):
+                # granted to every namespace no earlier rule matches: this one's labels restrict it
+                who = f" (entitlement {ent.name})" if ent.name else ""
+                return (
+                    f"namespaces that no earlier entitlement matches get it{who}: ask the platform team "
+                    "to change this namespace's labels"
+                )
             wanted = [f"{k}={v}" for k, v in ent.selector.match_labels.items()]
             wanted += [f"{r.key} {r.operator} {','.join(r.values)}".strip() for r in ent.selector.match_expressions]
             who = f" (entitlement {ent.name})" if ent.name else ""
