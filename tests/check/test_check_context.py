@@ -21,13 +21,18 @@ from webhook.check.inputs import read_sources
 TRAIN = INFER.replace("gpu-admission.io/workload: inference", "gpu-admission.io/workload: training").replace(
     "name: infer", "name: train\n  namespace: llm"
 )
-NS_TRAINING = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: llm\n  labels: {gpu-admission.io/tier: training}\n"
+# the default policy restricts labelled namespaces: a serving-only namespace may not train
+NS_SERVING = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: llm\n  labels: {gpu-admission.io/tier: serving}\n"
 NS_PLAIN = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: llm\n  labels: {team: x}\n"
 CLUSTER_DUMP = {
     "apiVersion": "v1",
     "kind": "List",
     "items": [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "llm", "labels": {"team": "x"}}},
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": "llm", "labels": {"gpu-admission.io/tier": "serving"}},
+        },
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-1", "labels": {"workload": "gpu-train"}}},
         {
             "apiVersion": "resource.k8s.io/v1",
@@ -42,40 +47,40 @@ CLUSTER_DUMP = {
 }
 
 
-def test_training_is_denied_without_namespace_labels(tmp_path):
+def test_training_is_admitted_without_namespace_labels(tmp_path):
     (tmp_path / "job.yaml").write_text(TRAIN)
-    assert run(str(tmp_path / "job.yaml"))[0] == 1
+    assert run(str(tmp_path / "job.yaml"))[0] == 0
 
 
-def test_a_namespace_yaml_next_to_the_jobs_grants_its_labels(tmp_path):
+def test_a_namespace_yaml_next_to_the_jobs_applies_its_labels(tmp_path):
     """The namespace file sorts after the job: context is read from every input before judging."""
     (tmp_path / "a-job.yaml").write_text(TRAIN)
-    (tmp_path / "namespace.yaml").write_text(NS_TRAINING)
+    (tmp_path / "namespace.yaml").write_text(NS_SERVING)
     code, out, _ = run(str(tmp_path))
-    assert code == 0, out
+    assert code == 1 and "[class-not-allowed]" in out, out
     assert "Namespace/llm: skipped" not in out  # context objects are quiet skips
     code, out, _ = run(str(tmp_path), "-v")
     assert "Namespace/llm: skipped (Namespace: read as cluster context, not judged)" in out
     # one stream, Namespace last, in a file and on stdin (stdin is spooled so it can be read twice)
-    (tmp_path / "all.yaml").write_text(TRAIN + "---\n" + NS_TRAINING)
-    assert run(str(tmp_path / "all.yaml"))[0] == 0
+    (tmp_path / "all.yaml").write_text(TRAIN + "---\n" + NS_SERVING)
+    assert run(str(tmp_path / "all.yaml"))[0] == 1
     proc = subprocess.run(
         [sys.executable, "-m", "webhook", "check", "-"],
         cwd=ROOT,
-        input=TRAIN + "---\n" + NS_TRAINING,
+        input=TRAIN + "---\n" + NS_SERVING,
         capture_output=True,
         text=True,
         timeout=120,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "[class-not-allowed]" in proc.stdout, proc.stdout + proc.stderr
 
 
 def test_context_files_beat_the_inputs_and_namespaces_file_beats_both(tmp_path):
-    (tmp_path / "job.yaml").write_text(TRAIN + "---\n" + NS_TRAINING)  # the PR grants itself training
+    (tmp_path / "job.yaml").write_text(TRAIN + "---\n" + NS_PLAIN)  # the PR drops its restricting label
     (tmp_path / "cluster.yaml").write_text(yaml.safe_dump(CLUSTER_DUMP))  # the cluster says otherwise
     code, out, _ = run(str(tmp_path / "job.yaml"), "--context", str(tmp_path / "cluster.yaml"))
     assert code == 1 and "[class-not-allowed]" in out
-    (tmp_path / "ns.yaml").write_text("llm: {gpu-admission.io/tier: training}\n")
+    (tmp_path / "ns.yaml").write_text("llm: {team: x}\n")
     args = ("--context", str(tmp_path / "cluster.yaml"), "--namespaces", str(tmp_path / "ns.yaml"))
     assert run(str(tmp_path / "job.yaml"), *args)[0] == 0
 
@@ -83,10 +88,10 @@ def test_context_files_beat_the_inputs_and_namespaces_file_beats_both(tmp_path):
 def test_later_context_files_win(tmp_path):
     (tmp_path / "job.yaml").write_text(TRAIN)
     (tmp_path / "1.yaml").write_text(NS_PLAIN)
-    (tmp_path / "2.yaml").write_text(NS_TRAINING)
+    (tmp_path / "2.yaml").write_text(NS_SERVING)
     one, two = ("--context", str(tmp_path / "1.yaml")), ("--context", str(tmp_path / "2.yaml"))
-    assert run(str(tmp_path / "job.yaml"), *one, *two)[0] == 0
-    assert run(str(tmp_path / "job.yaml"), *two, *one)[0] == 1
+    assert run(str(tmp_path / "job.yaml"), *one, *two)[0] == 1
+    assert run(str(tmp_path / "job.yaml"), *two, *one)[0] == 0
 
 
 def test_context_objects_reach_the_engine_as_its_cluster_view(tmp_path, monkeypatch):
@@ -107,7 +112,7 @@ def test_context_objects_reach_the_engine_as_its_cluster_view(tmp_path, monkeypa
     )
     run(str(tmp_path / "job.yaml"), str(tmp_path / "dc.yaml"), "--context", str(tmp_path / "cluster.json"))
     cluster = seen[0]
-    assert dict(cluster.namespaces["llm"]) == {"team": "x"}
+    assert dict(cluster.namespaces["llm"]) == {"gpu-admission.io/tier": "serving"}
     assert [n["metadata"]["name"] for n in cluster.nodes] == ["gpu-1"]
     assert set(cluster.claim_templates) == {("llm", "gpu-admission-gpu-8")}
     assert set(cluster.claims) == {("default", "c1")}  # no namespace: --namespace
