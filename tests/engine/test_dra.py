@@ -343,9 +343,10 @@ def test_node_name_on_a_dra_pod_is_denied(policy):
 
 
 def test_a_dra_pod_selecting_a_pool_it_is_not_entitled_to_is_denied(policy):
-    # the default namespace is not entitled to training (train-h100, workload=gpu-train)
+    # a serving-only namespace is not entitled to training (train-h100, workload=gpu-train)
     obj = claim_pod("mig-small", nodeSelector={"workload": "gpu-train"})
-    assert "pool-spoofing" in rules(run(policy, obj, cluster=MIG_CLUSTER))
+    serving = {"gpu-admission.io/tier": "serving"}
+    assert "pool-spoofing" in rules(run(policy, obj, cluster=MIG_CLUSTER, labels=serving))
 
 
 def test_claimed_gpus_count_against_the_class_and_the_pool(policy):

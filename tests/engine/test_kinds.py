@@ -177,8 +177,8 @@ def test_a_partial_operator_gang_is_gang_incomplete(policy):
 
 
 def test_workload_level_denials_show_at_the_operator_object(policy):
-    # entitlement: a namespace that is not a training namespace
-    d = run(policy, pytorchjob(), labels={"kubernetes.io/metadata.name": "web"})
+    # entitlement: a serving-only namespace may not train
+    d = run(policy, pytorchjob(), labels={"kubernetes.io/metadata.name": "web", "gpu-admission.io/tier": "serving"})
     assert "class-not-allowed" in rules(d) and not d.allowed
     # too many GPUs per pod for the class
     big = pytorchjob(meta={**TRAIN, "annotations": {"gpu-admission.io/gpus": "16"}})
