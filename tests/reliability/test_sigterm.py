@@ -91,16 +91,32 @@ def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, ser
         if client is not None:
             client.close()
 
+    def wait_until(check, what: str, timeout: float = 120.0) -> None:
+        """Load is driven by counts and events, never by how much fits in a sleep."""
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.02)
+
+    def answered() -> int:
+        with lock:
+            return sum(r[2] == "ok" for r in results)
+
     threads = [threading.Thread(target=client_loop, daemon=True) for _ in range(CLIENTS)]
     try:
         for t in threads:
             t.start()
-        time.sleep(1.5)
+        wait_until(lambda: answered() >= 50, "50 answered reviews before SIGTERM")
         term_at = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
         rc = server.proc.wait(30)
         exited_at = time.monotonic()
-        time.sleep(0.5)  # clients keep trying against the closed port
+
+        def tried_after_exit() -> bool:  # clients keep trying against the closed port
+            with lock:
+                return sum(r[0] > exited_at + 0.1 for r in results) >= CLIENTS
+
+        wait_until(tried_after_exit, "every client to try the closed port")
     finally:
         stop.set()
         for t in threads:
@@ -118,7 +134,7 @@ def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, ser
     assert rc == 0
     bad = [r for r in results if r[2] not in ("ok", "refused", "closed")]
     assert not bad, f"never a half response, a 5xx or a broken contract: {bad[:5]}"
-    assert counts["ok"] > 100 and sum(r[2] == "ok" for r in results if r[1] < term_at) > 50
+    assert sum(r[2] == "ok" for r in results if r[1] < term_at) >= 50
     assert in_flight, "the load was running at SIGTERM"
     assert all(r[2] == "ok" for r in in_flight), f"every request in flight at SIGTERM completes: {in_flight}"
     assert after_exit and all(r[2] == "refused" for r in after_exit), "after exit, connections are refused"

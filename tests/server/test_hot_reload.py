@@ -41,7 +41,7 @@ def _serial(path: Path) -> str:
     return format(x509.load_pem_x509_certificate(path.read_bytes()).serial_number, "x")
 
 
-def _eventually(check: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+def _eventually(check: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if check():
@@ -76,6 +76,14 @@ class Load:
             t.join(10)
         for c in self.keepalives:
             c.close()
+
+    def count(self) -> int:
+        with self._lock:
+            return self.sent
+
+    def wait_for(self, total: int, what: str) -> None:
+        """Until ``total`` reviews have been answered: load is driven by counts, never by a sleep."""
+        _eventually(lambda: self.count() >= total, timeout=120.0, what=f"{total} reviews {what}")
 
     def _one(self, client: ApiserverClient) -> str:
         sent = review(objects.inference_pod(), namespace=objects.SERVING_NS)
@@ -145,7 +153,7 @@ def test_certificate_rotation_loses_no_request(setup):
     probe.close()
 
     with Load(server, server.ca_files) as load:
-        time.sleep(0.3)
+        load.wait_for(10 * CLIENTS, "before the rotation")
         secret.write({"tls.crt": pairs["b"].cert.read_bytes(), "tls.key": pairs["b"].key.read_bytes()})
 
         def new_connections_get_b() -> bool:
@@ -158,12 +166,12 @@ def test_certificate_rotation_loses_no_request(setup):
             return serials == {serial_b}
 
         _eventually(new_connections_get_b, what="the rotated certificate on new connections")
-        time.sleep(0.3)
+        rotated_at = load.count()
+        load.wait_for(rotated_at + 10 * CLIENTS, "after the rotation")  # fresh and kept-alive connections
     print(
         f"\ncertificate rotation under load: {load.sent} requests from {CLIENTS} clients, {len(load.failures)} failed"
     )
     assert load.failures == []
-    assert load.sent > 20 * CLIENTS
     assert all(c.handshakes == 1 for c in load.keepalives), "the kept-alive connections survived the rotation"
     not_after_b = x509.load_pem_x509_certificate(pairs["b"].cert.read_bytes()).not_valid_after_utc.timestamp()
     _eventually(
