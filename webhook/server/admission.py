@@ -19,6 +19,7 @@ effects to skip beyond metrics, where they are counted with ``dry_run="true"`` i
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,8 @@ from webhook.server.reload import PolicyStore
 from webhook.server.review import Review, allow, deny, parse_review
 
 ENGINE_ERROR_RULE = ENGINE_ERROR
+LARGE_BODY = 256 * 1024
+"""Reviews larger than this are handled one at a time per worker (see ``Admitter.handle``)."""
 """Not in the engine's rule registry: no check finds it, the server gives it when the engine raises."""
 
 Evaluate = Callable[..., Decision]
@@ -53,9 +56,20 @@ class Admitter:
         # seconds the engine may take per review, below the webhook's timeoutSeconds: past it the
         # engine stops (DeadlineExceeded) and the answer is an engine error like any other
         self.engine_deadline = engine_deadline
+        self._large = threading.BoundedSemaphore(1)  # one big review parsed and judged at a time
 
     def handle(self, endpoint: str, body: bytes) -> dict[str, Any]:
-        """The AdmissionReview response for one POST to ``/mutate`` or ``/validate``; raises ReviewError."""
+        """The AdmissionReview response for one POST to ``/mutate`` or ``/validate``; raises ReviewError.
+
+        A big body (over ``LARGE_BODY``) waits for the worker's other big review to finish: parsed,
+        a 3 MiB review can take tens of MiB of Python objects, and eight threads doing that at once
+        would take a worker towards the pod's memory limit. Real reviews are a few KiB."""
+        if len(body) <= LARGE_BODY:
+            return self._handle(endpoint, body)
+        with self._large:
+            return self._handle(endpoint, body)
+
+    def _handle(self, endpoint: str, body: bytes) -> dict[str, Any]:
         started = time.perf_counter()
         review = parse_review(body)  # ReviewError -> the app answers 4xx
         if review.operation in ("DELETE", "CONNECT") or (endpoint == "mutate" and review.operation != "CREATE"):
