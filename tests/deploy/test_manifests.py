@@ -213,7 +213,7 @@ MUTATING_RULES = {("", "pods", "CREATE"), ("batch", "jobs", "CREATE"), ("batch.v
     (g, r, "CREATE") for g, r in OPERATOR_KINDS
 }
 VALIDATING_RULES = (
-    {("", "pods", "CREATE")}
+    {("", "pods", "CREATE"), ("", "pods", "UPDATE"), ("", "pods/ephemeralcontainers", "UPDATE")}
     | {(g, r, op) for g, r in (*OPERATOR_KINDS, *VALIDATED_KINDS) for op in ("CREATE", "UPDATE")}
     | {
         (g, r, op)

@@ -337,9 +337,44 @@ def test_evaluation_errors_follow_failure_policy(webhooks):
     assert webhooks["validating"].evaluate(obj).errors
     assert webhooks["validating"].decide(obj) == REJECT
     assert webhooks["mutating"].decide(obj) == SKIP
-    # a false condition wins over an error: the same object as a mirror pod is simply skipped
+    # the mirror-pod annotation means nothing on a Volcano Job: it does not turn the error into a skip
     obj["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "x"}
-    assert webhooks["validating"].decide(obj) == SKIP
+    assert webhooks["validating"].decide(obj) == REJECT
+
+
+@pytest.mark.parametrize("kind", ["Job", "VolcanoJob", "Deployment", "CronJob"])
+def test_the_mirror_annotation_hides_no_other_kind(webhooks, kind):
+    """Only the kubelet makes mirror pods; on any other kind the annotation is a string the user
+    writes, and it once hid a GPU Job or Volcano Job from both webhooks."""
+    obj = make(kind, pod_spec(container({"nvidia.com/gpu": 1})))
+    obj["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    assert webhooks["validating"].decide(obj) == CALL
+    if webhooks["mutating"].matches_rules(*resource_of(obj)[::2], "CREATE"):
+        assert webhooks["mutating"].decide(obj) == CALL
+
+
+def test_pod_updates_and_ephemeral_containers_reach_the_validating_webhook(webhooks):
+    """``kubectl debug`` adds an ephemeral container through pods/ephemeralcontainers; the review's
+    object is the whole Pod (request.resource pods, subResource ephemeralcontainers)."""
+    hook = webhooks["validating"]
+    assert hook.matches_rules("", "pods", "UPDATE")
+    assert hook.matches_rules("", "pods/ephemeralcontainers", "UPDATE")
+    old = make("Pod", pod_spec(container({"nvidia.com/mig-1g.5gb": 1})))
+    new = copy.deepcopy(old)
+    new["spec"]["ephemeralContainers"] = [
+        {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
+    ]
+    outcome = hook.evaluate(new, operation="UPDATE", old=old)
+    assert not outcome.errors and outcome.decision == CALL, outcome.results
+    tolerated = copy.deepcopy(old)
+    tolerated["spec"]["tolerations"] = [{"operator": "Exists"}]
+    assert hook.decide(tolerated, operation="UPDATE", old=old) == CALL
+    relabelled = copy.deepcopy(old)
+    relabelled["metadata"].setdefault("labels", {})["team"] = "b"
+    assert hook.decide(relabelled, operation="UPDATE", old=old) == CALL
+    same = copy.deepcopy(old)
+    same["metadata"]["resourceVersion"] = "2"
+    assert hook.decide(same, operation="UPDATE", old=old) == SKIP, "an update that changes nothing judged is skipped"
 
 
 # --- UPDATE: only changes that can change the verdict reach the validating webhook ------------------

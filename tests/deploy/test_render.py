@@ -190,12 +190,12 @@ def test_yaml_output_round_trips_and_keeps_cel_readable(policy):
 def test_resource_sources_extend_the_rules(policy, monkeypatch):
     """The extension point for new kinds: one more source adds a rule; repeating a built-in adds nothing."""
     extra = hooks.Intercepted("example.com", "v1", "trainruns", mutate=hooks.CREATE, validate=hooks.CREATE_UPDATE)
-    repeat = hooks.Intercepted("", "v1", "pods", validate=hooks.CREATE_UPDATE)
+    repeat = hooks.Intercepted("", "v1", "pods", validate=hooks.CREATE)
     monkeypatch.setattr(hooks, "RESOURCE_SOURCES", [*hooks.RESOURCE_SOURCES, lambda p: [extra, repeat]])
     mutating = hooks.rules(policy, "mutating")
     assert mutating[-1]["apiGroups"] == ["example.com"] and mutating[-1]["resources"] == ["trainruns"]
     validating = hooks.rules(policy, "validating")
     pods = [r for r in validating if r["resources"] == ["pods"]]
-    assert pods == [{**pods[0], "operations": ["CREATE"]}]  # the built-in entry won
+    assert pods == [{**pods[0], "operations": ["CREATE", "UPDATE"]}]  # the built-in entry won
     monkeypatch.setattr(hooks, "TEMPLATE_TESTS", [*hooks.TEMPLATE_TESTS, lambda p: "has(t.spec.resourceClaims)"])
     assert "has(t.spec.resourceClaims)" in hooks.gpu_relevant(policy, "validating")

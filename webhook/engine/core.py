@@ -7,8 +7,15 @@ Order of work:
 1. find the pod templates of the object and read each one's intent (or adopt a raw request);
 2. resolve class -> pool -> backend names, recording why pools were skipped;
 3. build the mutation as explicit JSON Patch operations (CREATE of Pods/Jobs/Volcano Jobs; for
-   controllers and UPDATEs the same mutation is built in memory only);
-4. run every rule on the object *as it will be* and let the policy decide each finding's action.
+   controllers the same mutation is built in memory only, since their pods will be mutated);
+4. run every rule on the object *as it will be* and let the policy decide each finding's action;
+5. on UPDATE, drop what was already true of the old object: a rule reports what the update
+   introduces or worsens (a bound pod's own nodeName is not news), once, here, for every rule.
+
+"As it will be": a CREATE after our mutation (offline) or as the apiserver stores it (``/validate``);
+an UPDATE of a mutated kind exactly as stored, since nothing re-mutates it (a suspended Job's edited
+template is judged without the pool our mutation would have put back); a controller as its pods
+will be after mutation, at CREATE and UPDATE alike.
 """
 
 from __future__ import annotations
@@ -68,8 +75,13 @@ def evaluate(
     ran, and would judge an object that will never exist when it did not (its ``failurePolicy`` is
     Ignore) or when a later webhook changed what we set. The checks a mutation step makes on the
     way (a malformed Multus annotation) still run. Offline (``check``, ``policy test``) a manifest has
-    not been through admission, so the default judges it as it will be after mutation; controllers
-    and UPDATEs are never mutated and are always judged that way.
+    not been through admission, so the default judges it as it will be after mutation. An UPDATE of
+    a mutated kind is always judged as stored (nothing re-mutates it); controllers are never
+    mutated themselves and are judged as their pods will be after mutation.
+
+    ``old_object`` (UPDATE): the object before the update. It is judged the same way and every
+    violation already true of it (same rule, path and message) is left out, so an update is held
+    to account for what it introduces or worsens, not for what the stored object already was.
 
     ``namespace_labels`` are the namespace's labels; when unknown (offline), the apiserver's automatic
     ``kubernetes.io/metadata.name`` label is assumed so name-based selectors still work.
@@ -155,8 +167,8 @@ def evaluate(
         trace.append(f"gang: backend {g.backend.value}, {g.size} pod(s)" + (f", name {g.name}" if g.name else ""))
 
     patch = PatchBuilder(obj)
-    if as_received and operation == "CREATE" and kind.mutate:
-        mutations.check(ctx)
+    if kind.mutate and (operation == "UPDATE" or (as_received and operation == "CREATE")):
+        mutations.check(ctx)  # judged as stored: see the docstring
     else:
         mutations.mutate(ctx, patch)
     ctx.mutated = patch.doc
@@ -175,6 +187,19 @@ def evaluate(
                 claims=state.claims,
             )
         violations = _run_rules(ctx, deadline)
+        if violations and operation == "UPDATE" and isinstance(old_object, dict):
+            before = evaluate(
+                policy,
+                old_object,
+                operation="UPDATE",
+                namespace=str(ns),
+                namespace_labels=namespace_labels,
+                details=False,
+                as_received=as_received,
+                cluster=cluster,
+                deadline=deadline,
+            )
+            violations = _introduced(violations, before.violations, trace)
     emits_patch = operation == "CREATE" and kind.mutate
     if trace is not None:
         trace.append(
@@ -201,6 +226,23 @@ def _labelled(policy: Policy, meta: dict[str, Any]) -> bool:
     it will not run, rather than ``check`` skipping it)."""
     labels = meta.get("labels")
     return isinstance(labels, dict) and policy.keys.workload in labels
+
+
+def _introduced(
+    now: tuple[Violation, ...], before: tuple[Violation, ...], trace: list[str] | None
+) -> tuple[Violation, ...]:
+    """The violations of an UPDATE that were not already violations of the old object.
+
+    Keyed by rule, field path and message: a finding that got worse says so in its message (a
+    larger count, another pool) and stays; one that is word for word what the stored object already
+    had is not the update's doing. Done once here rather than in each rule, so a new rule gets it."""
+    if not before:
+        return now
+    known = {(v.rule, v.path, v.message) for v in before}
+    kept = tuple(v for v in now if (v.rule, v.path, v.message) not in known)
+    if trace is not None and len(kept) != len(now):
+        trace.append(f"update: {len(now) - len(kept)} violation(s) already true of oldObject, not reported")
+    return kept
 
 
 def _placements(states: list[TemplateState]) -> tuple[Placement, ...]:

@@ -54,7 +54,7 @@ def _family(name: str, gpu_prefixes: tuple[str, ...], rdma: frozenset[str]) -> s
 @dataclass(slots=True)
 class ContainerResources:
     index: int
-    group: str  # "containers" | "initContainers"
+    group: str  # "containers" | "initContainers" | "ephemeralContainers"
     name: str
     container: dict[str, Any]
     limits: dict[str, Any]
@@ -154,6 +154,13 @@ def _map(value: Any) -> dict[str, Any]:
     return value if type(value) is dict or isinstance(value, dict) else {}
 
 
+CONTAINER_GROUPS = ("initContainers", "containers", "ephemeralContainers")
+"""Every container of a pod. Ephemeral containers (``kubectl debug``, added through the
+``pods/ephemeralcontainers`` subresource, whose review carries the whole Pod) hold no resources,
+but they run on the pod's node with whatever privileges they ask for, so device-reach rules must
+see them; device counts read only ``containers`` and ``initContainers``."""
+
+
 def inspect_pod(
     spec: dict[str, Any],
     *,
@@ -164,7 +171,7 @@ def inspect_pod(
     """The pod's devices. ``claims`` resolves DRA claims and DeviceClass-mapped extended resources;
     without it (no cluster view at all) neither is read."""
     out: list[ContainerResources] = []
-    for group in ("initContainers", "containers"):
+    for group in CONTAINER_GROUPS:
         items = spec.get(group)
         if not isinstance(items, list):
             continue

@@ -58,6 +58,7 @@ _CONTAINER: dict[str, Any] = {
 _POD_SPEC: dict[str, Any] = {
     "containers": [_CONTAINER],
     "initContainers": [_CONTAINER],
+    "ephemeralContainers": [_CONTAINER],
     "nodeSelector": STR_MAP,
     "nodeName": STR,
     "schedulerName": STR,

@@ -62,8 +62,12 @@ class Intercepted:
 # Pods, batch Jobs and Volcano Jobs are mutated at CREATE (UPDATEs are validated, never re-mutated);
 # pod controllers are validated at CREATE and UPDATE against their pod template, so `kubectl apply`
 # shows a denial at once instead of a ReplicaSet silently failing to create pods.
+# Pod UPDATEs are validated too (a gated pod's new nodeSelector/affinity, any pod's new tolerations or
+# labels), and so is `kubectl debug`'s route, the pods/ephemeralcontainers subresource: its review
+# carries the whole Pod with the new ephemeral container, judged as stored.
 BUILTIN_RESOURCES: tuple[Intercepted, ...] = (
-    Intercepted("", "v1", "pods", mutate=CREATE, validate=CREATE),
+    Intercepted("", "v1", "pods", mutate=CREATE, validate=CREATE_UPDATE),
+    Intercepted("", "v1", "pods/ephemeralcontainers", validate=("UPDATE",)),
     Intercepted("batch", "v1", "jobs", mutate=CREATE, validate=CREATE_UPDATE),
     Intercepted("batch", "v1", "cronjobs", validate=CREATE_UPDATE),
     Intercepted("batch.volcano.sh", "v1alpha1", "jobs", mutate=CREATE, validate=CREATE_UPDATE),
@@ -293,8 +297,12 @@ def gpu_relevant(policy: Policy, webhook: WebhookName) -> str:
 
 
 def not_mirror_pod(policy: Policy, webhook: WebhookName) -> str:
-    """Static pods' mirror objects are written by the kubelet; they cannot be changed or stopped here."""
+    """Static pods' mirror objects are written by the kubelet; they cannot be changed or stopped here.
+
+    Only a Pod can be a mirror pod: on any other kind the annotation is just a string anyone may
+    write, and reading it there would let a Job or a Volcano Job hide from both webhooks."""
     return (
+        "request.resource.resource != 'pods' ||\n"
         "!has(object.metadata) || !has(object.metadata.annotations) ||\n"
         "!('kubernetes.io/config.mirror' in object.metadata.annotations)"
     )

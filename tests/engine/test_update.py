@@ -1,0 +1,126 @@
+"""UPDATEs are judged as the object will be stored, and report only what the update introduces.
+
+The old objects are what admission stored: the engine's own CREATE output (patch applied with
+jsonpatch), so every UPDATE here starts from a state the webhook admitted.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+
+from tests.engine.helpers import container, intent, job, pod, rules
+from webhook.engine import evaluate
+
+SERVING = {"gpu-admission.io/tier": "serving"}
+
+
+def _stored(policy, obj, labels=SERVING):
+    """The object as the apiserver stores it after our /mutate and an admitting /validate."""
+    decision = evaluate(policy, obj, namespace="team", namespace_labels=labels)
+    assert decision.allowed, [v.render() for v in decision.denials]
+    return jsonpatch.apply_patch(obj, list(decision.patch)) if decision.patch else copy.deepcopy(obj)
+
+
+def _update(policy, new, old, labels=SERVING, **kwargs):
+    return evaluate(
+        policy, new, operation="UPDATE", old_object=old, namespace="team", namespace_labels=labels,
+        as_received=True, **kwargs,
+    )
+
+
+def _mig_job(policy):
+    old = _stored(policy, job(intent("inference", gpu_memory="4Gi"), parallelism=1))
+    old["spec"]["suspend"] = True
+    return old
+
+
+def test_a_suspended_jobs_template_is_judged_as_stored_not_as_if_remutated(policy):
+    """The template gains 8 whole GPUs next to its MIG slice. The mutation, re-applied in memory,
+    would rewrite the GPU resources and hide it; nothing re-mutates an UPDATE, so it is stored."""
+    old = _mig_job(policy)
+    new = copy.deepcopy(old)
+    new["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "8"
+    decision = _update(policy, new, old)
+    assert not decision.allowed
+    assert "gpu-kind-mixed" in rules(decision)
+    assert decision.patch == (), "an UPDATE is never mutated"
+
+
+def test_a_suspended_job_that_drops_its_pool_is_judged_without_the_pool(policy):
+    """The issue's case: the pool's selector removed and a blanket toleration added. Judged as
+    stored, the template has neither the pool's selector nor anything that pins it."""
+    old = _mig_job(policy)
+    new = copy.deepcopy(old)
+    spec = new["spec"]["template"]["spec"]
+    del spec["nodeSelector"]
+    spec["tolerations"] = [{"operator": "Exists"}]
+    decision = _update(policy, new, old, explain=True)
+    assert "patch: 0 operation(s)" in decision.explanation[-1]
+    # the rules see the stored template: it no longer names the pool it was resolved to
+    seen = [line for line in decision.explanation if "gpu-infer" in line]
+    assert not any("nodeSelector" in line and "gpu-infer" in line for line in seen)
+
+
+def test_a_bound_pods_label_update_is_not_a_new_violation(policy):
+    """A pod bound before the webhook existed carries violations; its controller keeps relabelling it."""
+    bound = _stored(policy, pod(intent("inference", gpu_memory="4Gi"), [container()]))
+    bound["spec"]["nodeName"] = "gpu-node-1"
+    bound["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+    created = evaluate(policy, bound, namespace="team", namespace_labels=SERVING, as_received=True)
+    assert {"node-name-set", "privileged-gpu"} <= set(rules(created)), "the stored pod is not clean"
+    relabelled = copy.deepcopy(bound)
+    relabelled["metadata"]["labels"]["pod-template-hash"] = "7d9c5b"
+    decision = _update(policy, relabelled, bound)
+    assert decision.allowed, [v.render() for v in decision.violations]
+    assert "node-name-set" not in rules(decision) and "privileged-gpu" not in rules(decision)
+
+
+def test_what_an_update_introduces_is_reported_next_to_what_it_keeps(policy):
+    old = _stored(policy, pod(intent("inference", gpu_memory="4Gi"), [container()]))
+    old["spec"]["nodeName"] = "gpu-node-1"
+    new = copy.deepcopy(old)
+    new["spec"]["containers"].append(container("debug", securityContext={"privileged": True}))
+    decision = _update(policy, new, old)
+    assert "privileged-gpu" in rules(decision)
+    assert "node-name-set" not in rules(decision)
+
+
+def test_an_update_that_worsens_a_finding_reports_it(policy):
+    old = _stored(policy, pod(intent("training", gpus=8)), labels={"gpu-admission.io/tier": "training"})
+    worse = copy.deepcopy(old)
+    worse["metadata"]["annotations"]["gpu-admission.io/gpus"] = "9"
+    old_bad = copy.deepcopy(old)
+    old_bad["metadata"]["annotations"]["gpu-admission.io/gpus"] = "16"
+    training = {"gpu-admission.io/tier": "training"}
+    assert "gpu-count-exceeded" in rules(_update(policy, worse, old, labels=training))
+    worst = copy.deepcopy(old)
+    worst["metadata"]["annotations"]["gpu-admission.io/gpus"] = "32"
+    assert "gpu-count-exceeded" in rules(_update(policy, worst, old_bad, labels=training)), "16 -> 32 is worse"
+
+
+# --- ephemeral containers ------------------------------------------------------------------------------
+
+
+def _debugged(stored: dict, **security) -> dict:
+    """What ``kubectl debug`` sends through pods/ephemeralcontainers: the whole Pod, one more container."""
+    new = copy.deepcopy(stored)
+    new["spec"]["ephemeralContainers"] = [
+        {"name": "debugger-x7k2p", "image": "busybox:1.36", "targetContainerName": "main", "securityContext": security}
+    ]
+    return new
+
+
+def test_a_privileged_ephemeral_container_on_a_mig_pod_is_denied(policy):
+    stored = _stored(policy, pod(intent("inference", gpu_memory="4Gi"), [container()]))
+    decision = _update(policy, _debugged(stored, privileged=True), stored)
+    assert not decision.allowed
+    found = [v for v in decision.violations if v.rule == "privileged-gpu"]
+    assert found and found[0].path == "spec.ephemeralContainers[0].securityContext.privileged"
+
+
+def test_an_unprivileged_ephemeral_container_is_admitted(policy):
+    stored = _stored(policy, pod(intent("inference", gpu_memory="4Gi"), [container()]))
+    decision = _update(policy, _debugged(stored), stored)
+    assert decision.allowed, [v.render() for v in decision.violations]
