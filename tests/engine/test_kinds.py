@@ -228,6 +228,9 @@ def test_trainjob_is_judged_from_resources_per_node(policy):
     }
     d = run(policy, obj, training=True)
     assert "gpu-count-exceeded" in rules(d)
+    assert all(not v.path.startswith("spec.trainer.spec") for v in d.violations), "paths name real fields"
+    raw = run(policy, {**obj, "metadata": {"name": "t"}}, training=True)
+    assert violation(raw, "raw-gpu-request").path == "metadata.labels"
     assert all(not op["path"].startswith("/spec/trainer") for op in d.patch), "resourcesPerNode is never patched"
 
 

@@ -439,7 +439,7 @@ def _template_at(doc: dict[str, Any], tpl: Template) -> Template:
     node = node if isinstance(node, dict) else {}
     meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
     spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
-    return Template(tpl.path, meta, spec, tpl.replicas, tpl.task, tpl.gang, tpl.virtual, tpl.bindings)
+    return Template(tpl.path, meta, spec, tpl.replicas, tpl.task, tpl.gang, tpl.virtual, tpl.bindings, tpl.resources_at)
 
 
 def _run_rules(ctx: Context, deadline: float | None = None) -> tuple[Violation, ...]:

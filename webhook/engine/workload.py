@@ -55,6 +55,7 @@ class Template:
     gang: bool = True  # its pods join the workload's gang
     virtual: bool = False  # built from a resources field (TrainJob): judged, never patched
     bindings: tuple[str | int, ...] = ()  # the concrete keys/indices of the kind's path wildcards
+    resources_at: tuple[str | int, ...] = ()  # virtual templates: where the container's resources are
 
     @property
     def meta_path(self) -> tuple[str | int, ...]:
@@ -65,6 +66,11 @@ class Template:
         return (*self.path, "spec")
 
     def dotted(self, *rest: str | int) -> str:
+        if self.virtual:  # no template of its own: its metadata is the object's, its resources a field
+            if rest[:1] == ("metadata",):
+                return dotted(rest)
+            if rest[:1] == ("spec",) and self.resources_at:  # the one container's resources
+                return dotted((*self.resources_at, *(rest[4:] if rest[3:4] == ("resources",) else ())))
         return dotted((*self.path, *rest))
 
 
@@ -124,7 +130,9 @@ def _template(obj: dict[str, Any], rule: CompiledTemplate, path: tuple, bound: t
         container: dict[str, Any] = {"name": rule.container}
         if isinstance(resources, dict):
             container["resources"] = resources
-        return Template(path, {}, {"containers": [container]}, replicas, role, rule.gang, True, bound)
+        return Template(
+            path, {}, {"containers": [container]}, replicas, role, rule.gang, True, bound, rule.resources  # type: ignore[arg-type]
+        )
     return Template(path, _map(node.get("metadata")), _map(node.get("spec")), replicas, role, rule.gang, False, bound)
 
 
