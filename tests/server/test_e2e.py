@@ -267,7 +267,7 @@ MALFORMED = [
         "deeply-nested",
         "POST",
         "/validate",
-        b"[" * 100_000 + b"]" * 100_000,
+        b"[" * 2_000 + b"]" * 2_000,  # past orjson's 1024 levels (a bigger one is refused by structure count)
         "application/json",
         400,
         "nested too deeply",
