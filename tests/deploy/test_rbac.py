@@ -55,6 +55,11 @@ def test_webhook_service_account(rendered):
     _, docs = rendered
     webhook = _grants(docs)["gpu-admission"]
     expected = {("cluster", "", "namespaces", v, "") for v in ("get", "list", "watch")}
+    expected |= {  # DRA: the claim-template, claim and device-class caches (read-only)
+        ("cluster", "resource.k8s.io", r, v, "")
+        for r in ("resourceclaimtemplates", "resourceclaims", "deviceclasses")
+        for v in ("get", "list", "watch")
+    }
     expected |= {
         ("cluster", "admissionregistration.k8s.io", r, v, n)
         for r, n in WEBHOOK_CONFIGS.items()

@@ -45,7 +45,17 @@ def _namespace(name: str, labels: dict[str, str], rv: int) -> dict[str, Any]:
 
 
 class FakeNamespaceAPI:
-    def __init__(self, namespaces: dict[str, dict[str, str]] | None = None):
+    """Namespaces by default; ``path``/``list_kind`` serve any other collection (``put``/``remove``)."""
+
+    def __init__(
+        self,
+        namespaces: dict[str, dict[str, str]] | None = None,
+        *,
+        path: str = "/api/v1/namespaces",
+        list_kind: str = "NamespaceList",
+    ):
+        self.path = path
+        self.list_kind = list_kind
         self.rv = 100
         self.state: dict[str, dict[str, Any]] = {}
         self.events: list[tuple[int, str, dict[str, Any]]] = []
@@ -105,6 +115,25 @@ class FakeNamespaceAPI:
             self._record("DELETED", gone)
             return self.rv
 
+    def put(self, obj: dict[str, Any]) -> int:
+        """Create or replace any object (ADDED or MODIFIED), stamped with the next resourceVersion."""
+        with self._cond:
+            self.rv += 1
+            meta = obj["metadata"]
+            key = f"{meta.get('namespace', '')}/{meta['name']}"
+            event = "MODIFIED" if key in self.state else "ADDED"
+            self.state[key] = {**obj, "metadata": {**meta, "resourceVersion": str(self.rv)}}
+            self._record(event, self.state[key])
+            return self.rv
+
+    def remove(self, name: str, namespace: str = "") -> int:
+        with self._cond:
+            self.rv += 1
+            gone = self.state.pop(f"{namespace}/{name}")
+            gone = {**gone, "metadata": {**gone["metadata"], "resourceVersion": str(self.rv)}}
+            self._record("DELETED", gone)
+            return self.rv
+
     def bookmark(self) -> int:
         with self._cond:
             self.rv += 1
@@ -158,7 +187,7 @@ class FakeNamespaceAPI:
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
                 watch = query.get("watch", "").lower() in ("true", "1")
                 api.requests.append({"path": url.path, "watch": watch, **query})
-                if url.path != "/api/v1/namespaces":
+                if url.path != api.path:
                     self._json(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404})
                     return
                 if watch:
@@ -185,7 +214,7 @@ class FakeNamespaceAPI:
                 self._json(
                     200,
                     {
-                        "kind": "NamespaceList",
+                        "kind": api.list_kind,
                         "apiVersion": "v1",
                         "metadata": {"resourceVersion": str(rv)},
                         "items": items,

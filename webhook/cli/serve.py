@@ -68,6 +68,14 @@ def register(sub: Any) -> None:
         "through the API) or 'none'; auto = cluster inside a pod, none elsewhere",
         metavar="FILE|cluster|none",
     )
+    opt(
+        "--dra",
+        "auto",
+        "watch DRA ResourceClaimTemplates, ResourceClaims and DeviceClasses to resolve pods' claims: "
+        "'cluster', 'off', or auto = cluster when namespace labels come from the cluster",
+        metavar="cluster|off|auto",
+        choices=("cluster", "off", "auto"),
+    )
     opt("--kubeconfig", None, "kubeconfig for --namespaces cluster outside a pod")
     opt("--certs-dir", d.certs_dir, "where development certificates go", metavar="DIR")
     opt("--keepalive", d.keepalive, "idle keep-alive seconds", metavar="S", type=int)
@@ -204,9 +212,17 @@ def run(args: argparse.Namespace) -> int:
         cert_interval=args.cert_interval,
         log_level=args.log_level,
     )
+    claims = None
+    watches_cluster = getattr(namespaces, "status", lambda: {})().get("mode") == "cluster"
+    if args.dra == "cluster" or (args.dra == "auto" and watches_cluster):
+        from webhook.server.claim_watch import ClaimObjects, resource_api_from_config
+
+        kubeconfig = args.kubeconfig
+        claims = ClaimObjects.from_api(lambda: resource_api_from_config(kubeconfig))
     runtime = Runtime(
         store=store,
         namespaces=namespaces,
+        claims=claims,
         tls=CertReloader(settings.cert_interval),
         policy_interval=settings.policy_interval,
         engine_deadline=settings.engine_deadline,

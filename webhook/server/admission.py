@@ -26,6 +26,7 @@ from typing import Any
 
 from webhook.actions import ENGINE_ERROR
 from webhook.engine import DeadlineExceeded, Decision, evaluate
+from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.server import metrics
 from webhook.server.logs import log_decision, server_log
 from webhook.server.namespaces import NamespaceSource
@@ -49,9 +50,12 @@ class Admitter:
         namespaces: NamespaceSource,
         evaluate_fn: Evaluate = evaluate,
         engine_deadline: float | None = None,
+        cluster: Callable[[], Cluster] | None = None,
     ):
         self.store = store
         self.namespaces = namespaces
+        # what the watches know beyond namespaces (DRA claim templates, claims, device classes)
+        self.cluster = cluster or (lambda: EMPTY_CLUSTER)
         self.evaluate = evaluate_fn  # injectable so tests can make the engine fail on purpose
         # seconds the engine may take per review, below the webhook's timeoutSeconds: past it the
         # engine stops (DeadlineExceeded) and the answer is an engine error like any other
@@ -91,6 +95,7 @@ class Admitter:
                 as_received=endpoint == "validate",  # the object the apiserver will store
                 details=False,  # waste/placements are for check and policy test, not for the response
                 deadline=None if self.engine_deadline is None else time.monotonic() + self.engine_deadline,
+                cluster=self.cluster(),
             )
             doc, outcome, extra = self._respond(endpoint, review, decision)
         except Exception as exc:

@@ -27,12 +27,18 @@ class Runtime:
     tls: CertReloader | None = None
     policy_interval: float = 2.0
     engine_deadline: float | None = None
+    claims: Any = None  # webhook.server.claim_watch.ClaimObjects, when DRA objects are watched
     admitter: Admitter = field(init=False)
     _tickers: list[Ticker] = field(default_factory=list, init=False)
     _said: tuple[str, ...] | None = field(default=None, init=False)  # the last readiness answer, logged
 
     def __post_init__(self) -> None:
-        self.admitter = Admitter(self.store, self.namespaces, engine_deadline=self.engine_deadline)
+        self.admitter = Admitter(
+            self.store,
+            self.namespaces,
+            engine_deadline=self.engine_deadline,
+            cluster=self.claims.cluster if self.claims is not None else None,
+        )
 
     def start(self) -> None:
         """Per worker, after fork: catch up with policy changes since the master loaded it, then poll."""
@@ -48,11 +54,15 @@ class Runtime:
         for ticker in self._tickers:
             ticker.start()
         self.namespaces.start()
+        if self.claims is not None:
+            self.claims.start()
 
     def stop(self) -> None:
         for ticker in self._tickers:
             ticker.stop()
         self.namespaces.stop()
+        if self.claims is not None:
+            self.claims.stop()
         metrics.TALLY.defer(False)  # writes what is queued: a worker that exits normally loses nothing
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -73,6 +83,8 @@ class Runtime:
                 )
         if not self.namespaces.ready:
             reasons.append("namespace labels not synced yet")
+        if self.claims is not None and not self.claims.ready:
+            reasons.append("DRA claim templates and device classes not synced yet")
         ready = not reasons
         if tuple(reasons) != self._said:  # a change (and the first answer) goes to the log with the detail
             self._said = tuple(reasons)

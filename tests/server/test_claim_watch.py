@@ -1,0 +1,135 @@
+"""The DRA object caches (ResourceClaimTemplates, ResourceClaims, DeviceClasses), driven by the real
+``kubernetes`` client (``ResourceV1Api``) against the fake list/watch apiserver the namespace cache is
+tested with, serving the ``resource.k8s.io/v1`` collection paths: first list, watch events, deletes,
+a dropped watch resumed, an API the cluster does not serve (404), and the engine judging a pod through
+the view the caches give."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tests.server.fake_apiserver import FakeNamespaceAPI
+from webhook.engine import evaluate
+from webhook.server.claim_watch import ClaimObjects, ObjectWatchCache
+
+BASE = "/apis/resource.k8s.io/v1"
+
+
+def _api(url: str):
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = url
+    return client.ResourceV1Api(client.ApiClient(configuration))
+
+
+def _eventually(check: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def template(name: str, ns: str, cls: str = "mig.nvidia.com") -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": cls}}]}}},
+    }
+
+
+@pytest.fixture
+def templates() -> Iterator[FakeNamespaceAPI]:
+    api = FakeNamespaceAPI(path=f"{BASE}/resourceclaimtemplates", list_kind="ResourceClaimTemplateList").start()
+    api.put(template("mig-small", "team-a"))
+    yield api
+    api.stop()
+
+
+@pytest.fixture
+def watch(templates) -> Iterator[ObjectWatchCache]:
+    cache = ObjectWatchCache(
+        lambda: _api(templates.url), "resourceclaimtemplates", backoff_initial=0.02, backoff_max=0.1, watch_timeout=30
+    )
+    cache.start()
+    yield cache
+    cache.stop()
+
+
+def test_templates_are_listed_then_followed_by_watch(templates, watch):
+    assert watch.wait_synced(5)
+    assert ("team-a", "mig-small") in watch.objects
+    templates.put(template("whole", "team-b", "gpu.nvidia.com"))
+    _eventually(lambda: ("team-b", "whole") in watch.objects, what="ADDED template")
+    templates.remove("mig-small", "team-a")
+    _eventually(lambda: ("team-a", "mig-small") not in watch.objects, what="DELETED template")
+    assert len(templates.lists()) == 1  # events, not re-lists
+    assert templates.requests[0]["path"] == f"{BASE}/resourceclaimtemplates"
+
+
+def test_a_dropped_watch_resumes_without_a_relist(templates, watch):
+    assert watch.wait_synced(5)
+    _eventually(lambda: len(templates.watches()) == 1, what="first watch")
+    templates.drop_watches()
+    templates.put(template("later", "team-a"))
+    _eventually(lambda: ("team-a", "later") in watch.objects, what="event after the drop")
+    assert len(templates.lists()) == 1
+    assert templates.watches()[-1]["resourceVersion"] != ""
+
+
+def test_an_api_the_cluster_does_not_serve_is_an_empty_synced_cache():
+    nothing = FakeNamespaceAPI(path="/apis/other/v1/things").start()  # every resource.k8s.io path is 404
+    try:
+        cache = ObjectWatchCache(lambda: _api(nothing.url), "deviceclasses", backoff_initial=0.02)
+        cache.start()
+        assert cache.wait_synced(5) and cache.objects == {} and not cache.served
+        cache.stop()
+    finally:
+        nothing.stop()
+
+
+def test_not_ready_until_every_cache_has_synced_and_the_engine_reads_the_view(policy):
+    servers = {
+        "resourceclaimtemplates": FakeNamespaceAPI(path=f"{BASE}/resourceclaimtemplates"),
+        "resourceclaims": FakeNamespaceAPI(path=f"{BASE}/resourceclaims"),
+        "deviceclasses": FakeNamespaceAPI(path=f"{BASE}/deviceclasses"),
+    }
+    servers["resourceclaimtemplates"].put(template("mig-small", "team-a"))
+    servers["resourceclaimtemplates"].fail_lists = 3  # the first lists fail: not ready meanwhile
+    for server in servers.values():
+        server.start()
+    objects = ClaimObjects(
+        {
+            name: ObjectWatchCache((lambda url: lambda: _api(url))(server.url), name, backoff_initial=0.05)
+            for name, server in servers.items()  # one fake apiserver per collection
+        }
+    )
+    try:
+        objects.start()
+        assert not objects.ready
+        assert objects.wait_synced(10)
+        view = objects.cluster()
+        assert view.complete and ("team-a", "mig-small") in view.claim_templates
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "team-a"},
+            "spec": {
+                "nodeName": "n1",
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "mig-small"}],
+                "containers": [{"name": "c", "image": "i", "resources": {"claims": [{"name": "gpu"}]}}],
+            },
+        }
+        decision = evaluate(policy, pod, namespace="team-a", cluster=view)
+        got = {v.rule for v in decision.violations}
+        assert "node-name-set" in got and "claim-unresolved" not in got
+    finally:
+        objects.stop()
+        for server in servers.values():
+            server.stop()
