@@ -1,4 +1,4 @@
-"""``gpu-admission check`` throughput over 10,000 documents (SPEC §8: >= 2,000 documents/s).
+"""``gpu-admission check`` throughput over 10,000 documents (target: >= 2,000 documents/s).
 
 Writes a multi-document manifest stream (a realistic mix: inference pods, training Jobs, Volcano Jobs,
 raw GPU Deployments, Services and ConfigMaps), then times the real CLI on it, end to end (process

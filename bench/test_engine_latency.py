@@ -1,4 +1,4 @@
-"""In-process engine latency (SPEC §8: mutate+validate of a typical training pod <= 0.3 ms p50).
+"""In-process engine latency (target: mutate+validate of a typical training pod <= 0.3 ms p50).
 
 Run: ``pytest bench/test_engine_latency.py --benchmark-enable --benchmark-columns=min,median,mean,ops``
 """

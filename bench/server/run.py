@@ -12,7 +12,7 @@ One command (``python bench/server/run.py``) does everything on 127.0.0.1:
 5. (c) memory: RSS and PSS of every gunicorn worker after the runs (warm), from /proc;
 6. prints a table (medians over rounds) and writes JSON (default ``.benchmarks/server.json``).
 
-Targets (SPEC §8): throughput >= 0.7 x floor; at 500 requests/s p99 <= 5 ms and <= 2 x the floor's p99.
+Targets: throughput >= 0.7 x floor; at 500 requests/s p99 <= 5 ms and <= 2 x the floor's p99.
 Noisy machines: compare within one run, read the medians, not one round.
 """
 

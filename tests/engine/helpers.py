@@ -10,7 +10,7 @@ import jsonpatch
 import jsonschema
 import yaml
 
-from tests.conftest import CRDS, TRAINING_NS
+from tests.conftest import CRDS, TRAINING_NS, need_shared
 from webhook.engine import Decision, evaluate
 
 PREFIX = "gpu-admission.io"
@@ -172,7 +172,7 @@ def k8s_errors(obj: dict) -> list[str]:
 
 @functools.cache
 def volcano_job_schema() -> dict:
-    crd = yaml.safe_load((CRDS / "batch.volcano.sh_jobs.yaml").read_text())
+    crd = yaml.safe_load(need_shared(CRDS / "batch.volcano.sh_jobs.yaml").read_text())
     return crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
 
 

@@ -1,4 +1,4 @@
-"""DRA recognition: claims and DeviceClass-mapped resources become devices every rule judges (SPEC §11).
+"""DRA recognition: claims and DeviceClass-mapped resources become devices every rule judges.
 
 The corpus's DRA manifests are read in place; each file's ResourceClaimTemplates, DeviceClasses and
 ComputeDomains form the cluster view its pods are judged with, as ``check`` does with its inputs.

@@ -1,4 +1,4 @@
-"""DRA output on examples/dra-policy: intent becomes claims on the platform's templates (SPEC §11 'Output').
+"""DRA output on examples/dra-policy: intent becomes claims on the platform's templates.
 
 Mutated Pods are checked against the strict OpenAPI schema of 1.34 (the first release serving
 ``resource.k8s.io/v1`` and the flat ``resourceClaimTemplateName``) and 1.37, and the rendered

@@ -1,4 +1,4 @@
-"""SPEC §3, row by row: what each intent becomes, with exact resulting fields (and the craft rules)."""
+"""The mutation table, row by row: what each intent becomes, with exact resulting fields (and the craft rules)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §4, rule by rule: a failing case (rule id, action, path, message parts) and a passing case."""
+"""The rule catalogue, rule by rule: a failing case (rule id, action, path, message parts) and a passing case."""
 
 from __future__ import annotations
 

@@ -52,6 +52,9 @@ def _wait(check, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+AFTER = 50  # successful requests the load must send once the worker has been replaced
+
+
 def test_sigkill_of_a_worker_fails_only_its_own_connections(server: ServerProcess):
     before = wait_for_workers(server, 2)
     with Load(server, clients=CLIENTS) as load:
@@ -61,7 +64,7 @@ def test_sigkill_of_a_worker_fails_only_its_own_connections(server: ServerProces
                 and all(p in before for p in load.current.values())
                 and len(load.current) == CLIENTS
             ),
-            30,
+            180,  # a hang guard: the load is counted (200 requests), not timed
             "the load to run on both workers",
         )
         # the worker holding the most connections (at least half of them: SO_REUSEPORT may put all
@@ -76,8 +79,9 @@ def test_sigkill_of_a_worker_fails_only_its_own_connections(server: ServerProces
             "the arbiter to replace the worker",
         )
         replacement = next(p for p in worker_pids(server) if p not in before)
-        _wait(lambda: load.successes_after(time.monotonic() - 0.5) > 50, 30, "requests to succeed again")
-        time.sleep(1.0)
+        replaced_at = time.monotonic()
+        # N requests after the replacement, counted: how fast they come is the machine's business
+        _wait(lambda: load.successes_after(replaced_at) >= AFTER, 180, "requests to succeed again")
     after_kill = [o for o in load.outcomes if o.finished >= killed_at]
     failures = load.failures()
     print(
@@ -93,7 +97,7 @@ def test_sigkill_of_a_worker_fails_only_its_own_connections(server: ServerProces
     assert not load.setup_failures, "new connections never hit the dead worker"
     survivors = next(p for p in before if p != victim)
     assert sum(1 for o in after_kill if o.ok and o.pid in (survivors, replacement)) > 0
-    assert load.successes_after(killed_at + 0.5) > 50, "requests succeed again after the kill"
+    assert load.successes_after(replaced_at) >= AFTER, "requests succeed again after the kill"
     assert worker_pids(server) == sorted([survivors, replacement])
 
     # the replacement worker serves too: fresh connections spread over both (SO_REUSEPORT hashing)

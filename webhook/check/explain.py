@@ -1,4 +1,4 @@
-"""``check --explain``: the engine's decision trace, grouped into the steps of SPEC §3 and aligned.
+"""``check --explain``: the engine's decision trace, grouped into the resolution steps and aligned.
 
 The engine emits one flat line per decision (``pool infer-a100: taken (...)``, ``rule x: pass``);
 eighteen ``pass`` lines bury the one that matters. The text keeps the engine's lines but folds the

@@ -86,7 +86,7 @@ class TemplateState:
 
 @dataclass(slots=True)
 class Gang:
-    """The workload's gang as the engine derived it (SPEC §3 'gang' row)."""
+    """The workload's gang as the engine derived it (backend, size, carrier)."""
 
     backend: GangBackend
     name: str | None

@@ -42,7 +42,7 @@ class Violation:
     message: str
 
     def render(self) -> str:
-        """``[rule-id] message (field path)`` — the exact shape of the denial message in SPEC §4."""
+        """``[rule-id] message (field path)`` — the denial message shape the API server shows users."""
         where = f" ({self.path})" if self.path else ""
         return f"[{self.rule}] {self.message}{where}"
 
@@ -113,7 +113,7 @@ class Decision:
 
     @property
     def message(self) -> str:
-        """The denial message: every violation, not just the first, joined as SPEC §4 shows."""
+        """The denial message: every violation, not just the first, joined with "; "."""
         return "; ".join(v.render() for v in self.denials)
 
     @property

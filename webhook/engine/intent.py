@@ -1,4 +1,4 @@
-"""Read the intent contract (SPEC §2) off a pod template, with the workload's metadata as fallback.
+"""Read the intent contract (the keys users write) off a pod template, with the workload's metadata as fallback.
 
 Malformed values are not exceptions: each becomes a finding for ``intent-invalid`` that names the
 exact key and a valid example, and the rest of the intent is still read so that one apply shows

@@ -239,7 +239,7 @@ def _dra_class(pool: CompiledPool, isolation: Isolation) -> str | None:
 def _dra_backend(
     policy: Policy, pool: CompiledPool, intent: Intent, isolation: Isolation, memory: Fraction | None
 ) -> Resolution | None:
-    """SPEC §3 'DRA stack': a claim on the platform's template for this size instead of extended resources."""
+    """DRA pools: a claim on the platform's template for this size instead of extended resources."""
     if intent.adopted_from is not None or _dra_class(pool, isolation) is None:
         return None
     spec = pool.spec

@@ -96,7 +96,7 @@ class CompiledPool:
 
 @dataclass(frozen=True, slots=True)
 class IntentKeys:
-    """The intent contract's keys under the policy's prefix (SPEC §2)."""
+    """The intent contract's keys under the policy's prefix (the keys users write)."""
 
     workload: str
     gpus: str

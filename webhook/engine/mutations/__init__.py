@@ -1,4 +1,4 @@
-"""Mutation steps in SPEC §3 order. Each is a small function of the resolved intent.
+"""Mutation steps, in the order they run. Each is a small function of the resolved intent.
 
 Template steps run once per pod template that resolved to a pool; workload steps once per object.
 Order matters only where a later step reads what an earlier one wrote (gang before topology: the

@@ -1,4 +1,4 @@
-"""SPEC §3 row 'DRA stack': intent on a DRA pool becomes a claim on the platform's template.
+"""DRA pools: intent on a DRA pool becomes a claim on the platform's template.
 
 The pod gets ``spec.resourceClaims: [{name, resourceClaimTemplateName}]`` and its GPU container
 ``resources.claims: [{name}]``; the GPU extended resources the claim replaces are removed from that

@@ -1,4 +1,4 @@
-"""SPEC §3 rows 'gang': the all-or-nothing group for Volcano, Kueue or coscheduling.
+"""Gang scheduling: the all-or-nothing group for Volcano, Kueue or coscheduling.
 
 The gang is derived from the workload with the kind table's pod count (Σ replicas of its templates;
 a bare pod's ``gang``/``gang-size`` annotations), then spelled in the keys the kind's integration

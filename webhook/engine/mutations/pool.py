@@ -1,4 +1,4 @@
-"""SPEC §3 row 'pool': the pool's nodeSelector and tolerations, merged into the user's.
+"""The pool step: the pool's nodeSelector and tolerations, merged into the user's.
 
 A user value that conflicts with the pool never reaches this step: resolution skips such pools and
 the request is denied (``pool-spoofing``) rather than silently overwritten.

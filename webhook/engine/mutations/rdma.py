@@ -1,4 +1,4 @@
-"""SPEC §3 row 'RDMA': Multus networks, the RDMA device, IPC_LOCK, a memory-backed /dev/shm, NCCL env.
+"""RDMA: Multus networks, the RDMA device, IPC_LOCK, a memory-backed /dev/shm, NCCL env.
 
 Everything is merged, never overwritten: the networks annotation keeps the user's entries and format
 (comma list or JSON list; Multus tells them apart by ``[``/``{``/``"``), env vars the user set win,

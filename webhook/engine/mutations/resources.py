@@ -1,4 +1,4 @@
-"""SPEC §3 rows 'exclusive', 'mig', 'shared': put the backend's resource names on the GPU container.
+"""Exclusive, MIG and shared GPUs: put the backend's resource names on the GPU container.
 
 GPU keys go to ``limits``; where ``requests`` already holds a key it gets the same value, so the
 apiserver's "requests must equal limits" rule for extended resources holds. GPU keys the user wrote

@@ -1,4 +1,4 @@
-"""SPEC §3 row 'class scheduling': priorityClassName and schedulerName when the user set none.
+"""Class scheduling: priorityClassName and schedulerName when the user set none.
 
 ``default-scheduler`` counts as unset: the apiserver defaults it before admission, so a webhook never
 sees an empty schedulerName on a Pod. When a priorityClassName is added, a defaulted ``spec.priority``

@@ -1,4 +1,4 @@
-"""SPEC §3 row 'topology': pack the gang's pods, finest level first.
+"""Topology: pack the gang's pods, finest level first.
 
 One preferred podAffinity term per level from ``node`` up to the requested level (weights 100, 50,
 25, 12), or a required term at the requested level with ``:required``. A level whose topologyKey the

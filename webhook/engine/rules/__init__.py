@@ -1,4 +1,4 @@
-"""All validation rules, registered on import. ``RULES`` maps rule id -> Rule (SPEC §4 table)."""
+"""All validation rules, registered on import. ``RULES`` maps rule id -> Rule (the rule catalogue in docs/policy.md)."""
 
 from webhook.engine.rules import (  # noqa: F401
     claims,
