@@ -121,7 +121,7 @@ def test_yaml_output_is_applyable_and_keeps_untouched_documents(tmp_path, capsys
     assert [d["kind"] for d in docs] == ["Service", "Pod", "Pod"]
     assert docs[1]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-1g.5gb"] == "1"
     assert out.startswith(SERVICE)  # verbatim, comment included
-    assert RAW in out
+    assert docs[2]["spec"]["nodeSelector"] == {"workload": "gpu-infer"}  # a raw request is pinned, not translated
     assert "warn [raw-gpu-request]" in err  # diagnostics go to stderr, stdout stays applyable
 
 

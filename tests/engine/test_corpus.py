@@ -80,7 +80,11 @@ def test_mutated_output_is_idempotent_and_schema_valid(policy, results):
         again = run(policy, obj, training=True, namespace=r.namespace)
         assert again.patch == (), f"{r.file}: second pass patched"
         if r.decision.patch:
-            assert_valid(obj)
+            before = set(k8s_errors(r.obj)) if r.obj.get("kind") == "Pod" else set()
+            if before:  # the manifest itself uses fields of a newer release: the patch adds no new error
+                assert set(k8s_errors(obj)) <= before, r.file
+            else:
+                assert_valid(obj)
         else:
             assert obj == r.obj  # validated only: nothing changed
 

@@ -47,8 +47,11 @@ def test_chapter_has_the_two_manifests(mig_pod, train_qwen_text):
 
 def test_mig_pod_passes(policy, mig_pod):
     d = run(policy, mig_pod)
-    assert d.allowed and d.patch == ()
+    assert d.allowed
     assert [v.rule for v in d.violations] == ["raw-gpu-request"]  # admitted, with the advice to declare a class
+    # a raw request keeps its resources but is pinned to the entitled pool offering them (rawRequests: pin)
+    assert d.mutated["spec"]["nodeSelector"]["workload"] == "gpu-infer"
+    assert all(op["path"].startswith(("/spec/nodeSelector", "/spec/tolerations")) for op in d.patch)
 
 
 def test_train_qwen_with_min_available_8_passes_and_gets_pool_rdma_gang_topology(policy, train_qwen_text):

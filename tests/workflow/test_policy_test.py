@@ -159,8 +159,9 @@ def test_warnings_messages_patch_and_update(repo, cli):
     suite(repo, body)
     run = cli("policy", "test", repo)
     assert "--- PASS: mine/warned" in run.out and "--- PASS: mine/update is not mutated" in run.out, run.out + run.err
-    assert "--- FAIL: mine/wrong patch" in run.out and "patch: expected 1 operation(s), got 0 that differ" in run.out
-    assert "-- op: add" in run.out
+    # the raw request is pinned (two operations: nodeSelector, tolerations), neither the one expected
+    assert "--- FAIL: mine/wrong patch" in run.out and "patch: expected 1 operation(s), got 2 that differ" in run.out
+    assert "-    x: y" in run.out and "+    workload: gpu-infer" in run.out
     assert run.code == 1
 
 

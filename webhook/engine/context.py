@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.engine.claims import ClaimResolver
+from webhook.engine import reach
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.intent import Intent
 from webhook.engine.resolve import Failure, Resolution
@@ -37,7 +38,9 @@ class TemplateState:
     after_tpl: Template | None = None  # the template in the mutated object (what rules judge)
     after: PodResources | None = None
     claims: ClaimResolver | None = None  # resolves the template's DRA claims (webhook.engine.claims)
+    pinned: str | None = None  # the pool a raw request was (or, as received, would be) pinned to
     _resources: PodResources | None = None
+    _reach: frozenset[str] | None = None
 
     @property
     def resources(self) -> PodResources:
@@ -120,6 +123,17 @@ class Context:
     gang: Gang | None = None
     mutated: dict[str, Any] | None = None
     cluster: Cluster = EMPTY_CLUSTER
+    stored: bool = False
+    """The rules judge the object as the apiserver will store it (``/validate`` of a CREATE we mutate):
+    what our mutation should have set must already be there (``placement-missing``)."""
+
+    def reach(self, state: TemplateState) -> frozenset[str]:
+        """Pools the template as judged (``view``/``judged``) can be bound into: ``webhook.engine.reach``."""
+        if state._reach is None:
+            state._reach = reach.reachable(
+                self.policy, reach.placement(state.view.spec, state.judged), self.cluster.nodes
+            )
+        return state._reach
 
     def explain(self, line: str) -> None:
         if self.trace is not None:

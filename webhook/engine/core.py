@@ -168,6 +168,7 @@ def evaluate(
 
     patch = PatchBuilder(obj)
     if kind.mutate and (operation == "UPDATE" or (as_received and operation == "CREATE")):
+        ctx.stored = as_received and operation == "CREATE"  # placement-missing: /validate of a CREATE
         mutations.check(ctx)  # judged as stored: see the docstring
     else:
         mutations.mutate(ctx, patch)

@@ -23,6 +23,7 @@ from webhook.policy.model import (
     Pool,
     RuleSettings,
     Settings,
+    SharingProvider,
     WorkloadClass,
     mig_profile_memory_gib,
     mig_profile_slices,
@@ -32,6 +33,7 @@ from webhook.quantity import GIB, parse_quantity
 
 _ABSENT = object()
 T = TypeVar("T")
+
 
 @dataclass(frozen=True, slots=True)
 class Profile:
@@ -77,6 +79,11 @@ class CompiledPool:
     profiles: tuple[Profile, ...]  # offered on this pool, smallest memory first
     tolerations: tuple[dict[str, object], ...]
     rdma_shm: int | None
+    taints: tuple[tuple[str, str | None, str | None], ...] = ()
+    """(key, value, effect) of the taints every node carries; ``None`` is "any" (derived from an ``Exists``
+    toleration or one without effect). Read by the reachability model (``webhook.engine.reach``)."""
+    offers: frozenset[str] = frozenset()
+    """GPU and RDMA extended resources the pool's nodes advertise (its stack, MIG profiles, RDMA, ``offers``)."""
 
     @property
     def isolation(self) -> tuple[Isolation, ...]:
@@ -92,6 +99,63 @@ class CompiledPool:
     def largest_slice(self) -> int:
         plain = [p.memory for p in self.profiles if p.plain]
         return max(plain) if plain else self.gpu.memory
+
+
+# What the device plugins of each sharing stack advertise on a node (docs of each stack; see
+# docs/policy.md "Reachability"). A pod asking for one of these can only bind where it is offered.
+STACK_RESOURCES: dict[SharingProvider, frozenset[str]] = {
+    SharingProvider.ALIYUN_CGPU: frozenset(
+        {"aliyun.com/gpu-mem", "aliyun.com/gpu-count", "aliyun.com/gpu-core.percentage"}
+    ),
+    SharingProvider.HAMI: frozenset(
+        {"nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"}
+    ),
+    SharingProvider.VOLCANO_VGPU: frozenset(
+        {
+            "volcano.sh/vgpu-number",
+            "volcano.sh/vgpu-memory",
+            "volcano.sh/vgpu-memory-percentage",
+            "volcano.sh/vgpu-cores",
+        }
+    ),
+    SharingProvider.TENCENT_QGPU: frozenset({"tke.cloud.tencent.com/qgpu-memory", "tke.cloud.tencent.com/qgpu-core"}),
+}
+
+
+def _taints(pool: Pool) -> tuple[tuple[str, str | None, str | None], ...]:
+    """The pool's taints: explicit, or one per toleration that names a key (what it was written to tolerate).
+
+    An ``Exists`` toleration stands for a taint of any value and one without effect for a taint of any
+    effect: the reachability model treats those unknowns as matching, so it over-approximates reach."""
+    if pool.taints is not None:
+        return tuple((t.key, t.value, t.effect) for t in pool.taints)
+    out = []
+    for t in pool.tolerations:
+        if not t.key:
+            continue  # a blanket toleration says nothing about which taints the nodes carry
+        value = t.value if t.operator in (None, "Equal") else None
+        out.append((t.key, value, t.effect))
+    return tuple(out)
+
+
+def _offers(pool: Pool, profiles: tuple[Profile, ...]) -> frozenset[str]:
+    out: set[str] = set(pool.offers)
+    if Isolation.EXCLUSIVE in pool.isolation:
+        out.add("nvidia.com/gpu")
+    if pool.mig is not None and Isolation.MIG in pool.isolation:
+        if pool.mig.strategy == "single":
+            out.add("nvidia.com/gpu")
+        else:
+            out.update(p.resource for p in profiles)
+    if pool.sharing is not None and Isolation.SHARED in pool.isolation:
+        provider = pool.sharing.provider
+        if provider is SharingProvider.TIME_SLICING:
+            out.add("nvidia.com/gpu.shared" if pool.sharing.renamed else "nvidia.com/gpu")
+        else:
+            out.update(STACK_RESOURCES[provider])
+    if pool.rdma is not None and pool.rdma.resource is not None:
+        out.add(pool.rdma.resource.name)
+    return frozenset(out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +184,6 @@ class IntentKeys:
             if name != "annotations"
         }
         return cls(**names, annotations=frozenset(v for k, v in names.items() if k != "workload"))
-
 
 
 @dataclass(frozen=True)
@@ -197,6 +260,8 @@ class Policy:
                 profiles=offered,
                 tolerations=tuple(t.as_k8s() for t in pool.tolerations),
                 rdma_shm=int(parse_quantity(shm)) if shm is not None else None,
+                taints=_taints(pool),
+                offers=_offers(pool, offered),
             )
         rdma = frozenset(p.spec.rdma.resource.name for p in pools.values() if p.spec.rdma and p.spec.rdma.resource)
         mig: dict[str, list[str]] = {}

@@ -202,6 +202,14 @@ class Toleration(Model):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
+class Taint(Model):
+    """A taint every node of the pool carries (what the scheduler's TaintToleration filter reads)."""
+
+    key: str
+    value: str | None = None
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
+
+
 class MigConfig(Model):
     strategy: Literal["mixed", "single"] = "mixed"
     profiles: tuple[str, ...] | None = Field(
@@ -308,6 +316,12 @@ class Pool(Model):
         None, description="class given to raw GPU requests whose nodeSelector selects this pool"
     )
     dra: DraConfig | None = Field(None, description="serve GPUs through DRA resource claims")
+    taints: tuple[Taint, ...] | None = Field(
+        None, description="taints every node carries; default: the taints the pool's tolerations tolerate"
+    )
+    offers: tuple[str, ...] = Field(
+        (), description="extended resources the nodes advertise beyond what the pool's stack implies"
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Pool:
@@ -379,6 +393,12 @@ class WorkloadClass(Model):
     topology: Annotated[str, AfterValidator(_topology)] = "none"
     priority_class_name: str | None = None
     scheduler_name: str | None = None
+    allowed_priority_classes: tuple[str, ...] = Field(
+        (), description="priority classes a user may set besides the class's own priorityClassName"
+    )
+    allowed_schedulers: tuple[str, ...] = Field(
+        (), description="schedulers a user may name besides default-scheduler and the ones the class sets"
+    )
     qos: QoS = QoS.ANY
     kueue_queue: str | None = None
 
@@ -444,6 +464,12 @@ class Entitlement(Model):
     classes: tuple[str, ...] = ()
     pools: tuple[str, ...] | None = Field(None, description="restricts the classes' pools; default: all")
     kueue_queue: str | None = None
+    allowed_priority_classes: tuple[str, ...] = Field(
+        (), description="priority classes a raw GPU request (no workload class) of these namespaces may set"
+    )
+    allowed_schedulers: tuple[str, ...] = Field(
+        (), description="schedulers other than default-scheduler a raw GPU request of these namespaces may name"
+    )
 
 
 # --- rules -------------------------------------------------------------------------------------
@@ -474,6 +500,16 @@ class Settings(Model):
     waste_fraction: float = Field(0.5, gt=0, le=1, description="whole-gpu-waste threshold")
     failure: Literal["allow", "deny"] = Field(
         "allow", description="what admission does when a rule raises: admit (logged) or deny"
+    )
+    raw_requests: Literal["pin", "deny"] = Field(
+        "pin",
+        description="raw GPU requests (no workload class): pin onto an entitled pool, or deny those that can "
+        "reach a pool outside the entitlement",
+    )
+    privileged_gpu_pools: Literal["sliced", "all"] = Field(
+        "sliced",
+        alias="privilegedGPUPools",
+        description="privileged-gpu judges pods that can reach pools of shared/sliced cards, or every GPU pool",
     )
     gpu_resource_prefixes: tuple[str, ...] = Field(
         alias="gpuResourcePrefixes",

@@ -182,6 +182,17 @@ FIELDS: dict[str, dict[str, Any]] = {
             "what admission does when a rule raises an exception: `allow` (logged, counted) or `deny`",
             "failure: allow",
         ),
+        "rawRequests": (
+            "raw GPU requests (GPU resources, no workload label): `pin` sets the nodeSelector and "
+            "tolerations of the first entitled pool offering their devices; `deny` leaves them as written "
+            "and pool-spoofing denies those that can reach a pool outside the entitlement",
+            "rawRequests: pin",
+        ),
+        "privilegedGPUPools": (
+            "which pools make a CPU-only pod subject to privileged-gpu when it can reach them: `sliced` "
+            "(MIG or shared cards) or `all` GPU pools",
+            "privilegedGPUPools: sliced",
+        ),
         "gpuResourcePrefixes": (
             "extended resource names (prefix match) that count as GPUs",
             "gpuResourcePrefixes: [nvidia.com/gpu, nvidia.com/mig-, aliyun.com/gpu]",
@@ -293,6 +304,23 @@ FIELDS: dict[str, dict[str, Any]] = {
             "class given to raw GPU requests (no workload label) whose nodeSelector selects this pool",
             "adoptAs: training",
         ),
+        "taints": (
+            "taints every node of the pool carries, as the scheduler's TaintToleration filter reads them; "
+            "default: one taint per toleration (an `Exists` toleration stands for any value, one without "
+            "effect for `NoSchedule`)",
+            "taints: [{key: nvidia.com/gpu, effect: NoSchedule}]",
+        ),
+        "offers": (
+            "extended resources the nodes advertise beyond what the pool's stack implies (reachability "
+            "judges a pod that asks for a GPU or RDMA resource no pool offers as reaching none)",
+            "offers: [nvidia.com/gpu]",
+        ),
+    },
+    "Taint": {
+        "": "A Kubernetes node taint.",
+        "key": ("taint key", "key: nvidia.com/gpu"),
+        "value": ("taint value; omitted: none", "value: gpu-train"),
+        "effect": ("`NoSchedule`, `PreferNoSchedule` (never filters) or `NoExecute`", "effect: NoSchedule"),
     },
     "Toleration": {
         "": "A Kubernetes toleration.",
@@ -369,6 +397,15 @@ FIELDS: dict[str, dict[str, Any]] = {
         ),
         "priorityClassName": ("set on pods that name none", "priorityClassName: gpu-training"),
         "schedulerName": ("set on pods that name none (or `default-scheduler`)", "schedulerName: volcano"),
+        "allowedPriorityClasses": (
+            "priority classes a user may set on pods of this class besides `priorityClassName` "
+            "(anything else is scheduling-not-allowed)",
+            "allowedPriorityClasses: [gpu-batch-low]",
+        ),
+        "allowedSchedulers": (
+            "schedulers a user may name besides `default-scheduler` and the class's (and its gang's) own",
+            "allowedSchedulers: [kai-scheduler]",
+        ),
         "qos": ("`Guaranteed`: warn (inference-not-guaranteed) when pods are not Guaranteed QoS", "qos: Guaranteed"),
         "kueueQueue": (
             "Kueue LocalQueue for the kueue gang backend (a namespace rule may override)",
@@ -400,6 +437,14 @@ FIELDS: dict[str, dict[str, Any]] = {
         "classes": ("classes the namespaces may use", "classes: [training, inference]"),
         "pools": ("restricts the classes' pools; default: all of them", "pools: [train-h100]"),
         "kueueQueue": ("Kueue LocalQueue for these namespaces (overrides the class's)", "kueueQueue: research"),
+        "allowedPriorityClasses": (
+            "priority classes raw GPU requests (no workload class) of these namespaces may set",
+            "allowedPriorityClasses: [research-low]",
+        ),
+        "allowedSchedulers": (
+            "schedulers besides `default-scheduler` raw GPU requests of these namespaces may name",
+            "allowedSchedulers: [kai-scheduler]",
+        ),
     },
     "LabelSelector": {
         "": "A Kubernetes label selector (all terms must match).",
@@ -445,6 +490,7 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("MigProfile", "spec.gpuModels.<model>.mig[]"),
     ("Pool", "spec.pools.<pool>"),
     ("Toleration", "spec.pools.<pool>.tolerations[]"),
+    ("Taint", "spec.pools.<pool>.taints[]"),
     ("MigConfig", "spec.pools.<pool>.mig"),
     ("SharingConfig", "spec.pools.<pool>.sharing"),
     ("RdmaConfig", "spec.pools.<pool>.rdma"),

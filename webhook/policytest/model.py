@@ -50,6 +50,10 @@ class Case(_Model):
         None, description="the namespace's labels; default the suite's `namespaces` entry"
     )
     operation: Literal["CREATE", "UPDATE"] = "CREATE"
+    as_stored: bool = Field(
+        False,
+        description="judge the object as /validate does: as the apiserver stores it, our mutation not re-applied",
+    )
     old_object: dict[str, Any] | None = Field(None, description="UPDATE: the object before, inline")
     old_file: str | None = Field(None, description="UPDATE: the object before, from a file")
     old_document: int | None = Field(None, ge=0, description="0-based index of the document in `oldFile`")

@@ -106,6 +106,7 @@ def run_case(policy: Policy, loaded: LoadedCase) -> CaseResult:
             namespace_labels=loaded.namespace_labels,
             old_object=loaded.old,
             explain=True,
+            as_received=case.as_stored,
         )
     except Exception:  # the engine must never raise; if it does, the case reports the bug
         return CaseResult(

@@ -33,11 +33,16 @@ def check(ctx: Context) -> None:
         if state.resolution is not None:
             rdma.check(ctx, state)
             dra.check(ctx, state)
+        elif state.intent is None:
+            pool.pin(ctx, state, None)
 
 
 def mutate(ctx: Context, patch: PatchBuilder) -> None:
     for state in ctx.states:
         if state.resolution is None or state.tpl.virtual:
+            if state.resolution is None and state.intent is None and not state.tpl.virtual:
+                pool.pin(ctx, state, patch)  # a raw GPU request: placement only
+            continue
             continue
         for _, step in TEMPLATE_STEPS:
             step(ctx, state, patch)

@@ -1,0 +1,350 @@
+"""Issue 11, read as an attacker who may create Pods in one namespace (default policy, namespace team-a:
+entitled to inference, batch and dev, so to pools infer-a100 and dev-cgpu, never train-h100).
+
+Each test is one way onto nodes or devices beyond the grant. The admission path is emulated as the
+apiserver runs it: ``/mutate`` (our patch applied with jsonpatch), then ``/validate`` on the stored
+object (``as_received=True``). A test passes when the attack is denied, or when what gets stored can no
+longer reach the pool (the raw request was pinned)."""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+import pytest
+
+from tests.engine.helpers import container, intent, job, pod, rules, violation
+from webhook.engine import evaluate
+
+GPU1 = {"nvidia.com/gpu": "1"}
+BLANKET = [{"operator": "Exists"}]
+TRAIN_TAINTS = [
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": "workload", "operator": "Equal", "value": "gpu-train", "effect": "NoSchedule"},
+]
+
+
+def admit(policy, obj, labels=None, namespace="team-a", **kw):
+    """/mutate, patch applied, then /validate on the stored object: (decision at /validate, stored object)."""
+    m = evaluate(policy, obj, namespace=namespace, namespace_labels=labels, validate=False, **kw)
+    stored = jsonpatch.apply_patch(copy.deepcopy(obj), list(m.patch)) if m.patch else copy.deepcopy(obj)
+    v = evaluate(policy, stored, namespace=namespace, namespace_labels=labels, as_received=True, **kw)
+    return v, stored
+
+
+def affinity(*terms):
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": list(terms)}}}
+
+
+def expr(key, op, *values):
+    e = {"key": key, "operator": op}
+    if values:
+        e["values"] = list(values)
+    return e
+
+
+def train_selector(stored):
+    spec = stored["spec"]
+    return spec.get("nodeSelector", {}).get("workload")
+
+
+# --- item 2: raw GPU requests reach any pool --------------------------------------------------------------
+
+RAW_ATTACKS = {
+    "blanket toleration": {"tolerations": BLANKET},
+    "toleration without effect": {
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}, {"key": "workload", "operator": "Exists"}]
+    },
+    "NotIn": {
+        "tolerations": BLANKET,
+        "affinity": affinity({"matchExpressions": [expr("workload", "NotIn", "gpu-infer")]}),
+    },
+    "Exists": {"tolerations": BLANKET, "affinity": affinity({"matchExpressions": [expr("workload", "Exists")]})},
+    "DoesNotExist": {
+        "tolerations": BLANKET,
+        "affinity": affinity({"matchExpressions": [expr("zone", "DoesNotExist")]}),
+    },
+    "matchFields": {
+        "tolerations": BLANKET,
+        "affinity": affinity({"matchFields": [expr("metadata.name", "In", "h100-node-03")]}),
+    },
+    "hostname selector": {"tolerations": TRAIN_TAINTS, "nodeSelector": {"kubernetes.io/hostname": "h100-node-03"}},
+    "exact taints, no selector": {"tolerations": TRAIN_TAINTS},
+}
+
+
+@pytest.mark.parametrize("attack", sorted(RAW_ATTACKS))
+def test_raw_request_cannot_keep_a_way_onto_the_training_pool(policy, attack):
+    obj = pod({}, [container(limits={"nvidia.com/gpu": "8"})], **copy.deepcopy(RAW_ATTACKS[attack]))
+    d, stored = admit(policy, obj)
+    if d.allowed:  # pinned: the stored pod carries an entitled pool's selector
+        assert train_selector(stored) in ("gpu-infer", "gpu-dev"), stored["spec"]
+    else:
+        assert "pool-spoofing" in rules(d)
+
+
+@pytest.mark.parametrize("attack", sorted(RAW_ATTACKS))
+def test_raw_request_in_deny_mode_is_denied(deny_raw_policy, attack):
+    obj = pod({}, [container(limits={"nvidia.com/gpu": "8"})], **copy.deepcopy(RAW_ATTACKS[attack]))
+    d, _ = admit(deny_raw_policy, obj)
+    v = violation(d, "pool-spoofing")
+    assert "train-h100" in v.message and not d.allowed
+
+
+def test_resource_only_the_dev_pool_offers_from_a_serving_namespace(policy):
+    # serving-teams are entitled to inference and batch only: dev-cgpu is the one pool offering gpu-mem
+    obj = pod({}, [container(limits={"aliyun.com/gpu-mem": "8"})], tolerations=BLANKET)
+    d, _ = admit(policy, obj, labels={"gpu-admission.io/tier": "serving"})
+    assert not d.allowed
+    v = violation(d, "pool-spoofing")
+    assert "dev-cgpu" in v.message
+
+
+def test_raw_daemonset_reaches_every_pool_it_tolerates(policy):
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "gpu-burn"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "burn"}},
+            "template": {
+                "metadata": {"labels": {"app": "burn"}},
+                "spec": {"tolerations": BLANKET, "containers": [container(limits=GPU1)]},
+            },
+        },
+    }
+    d = evaluate(policy, ds, namespace="team-a")
+    assert "pool-spoofing" in rules(d) and not d.allowed
+    ok = copy.deepcopy(ds)
+    ok["spec"]["template"]["spec"]["nodeSelector"] = {"workload": "gpu-infer"}
+    assert "pool-spoofing" not in rules(evaluate(policy, ok, namespace="team-a"))
+
+
+def test_class_pod_with_blanket_toleration_stays_on_its_pool(policy):
+    # the mutation pins workload=gpu-infer: the blanket toleration no longer reaches train-h100
+    d, stored = admit(policy, pod(intent("inference", gpu_memory="4Gi"), tolerations=BLANKET))
+    assert d.allowed, [v.render() for v in d.violations]
+    assert train_selector(stored) == "gpu-infer"
+
+
+def test_class_pod_affinity_or_term_onto_training(policy):
+    # OR of terms: the second term selects the training pool while nodeSelector pins gpu-infer -> the
+    # nodeSelector still wins (ANDed), so it is not spoofing; but a hostname-only class pod whose
+    # selector was removed by a later webhook is (placement-missing covers that, see below).
+    aff = affinity({"matchExpressions": [expr("workload", "In", "gpu-train")]})
+    d, _ = admit(policy, pod(intent("inference", gpu_memory="4Gi"), affinity=aff, tolerations=TRAIN_TAINTS))
+    assert not d.allowed and "pool-spoofing" in rules(d)
+
+
+# --- item 3: a mutation that fails open ----------------------------------------------------------------------
+
+
+def test_class_pod_stored_unmutated_is_placement_missing(policy):
+    obj = pod(intent("inference", gpu_memory="4Gi"))
+    d = evaluate(policy, obj, namespace="team-a", as_received=True)
+    v = violation(d, "placement-missing")
+    assert not d.allowed and "infer-a100" in v.message
+
+
+def test_later_webhook_removed_the_pool_selector(policy):
+    m = evaluate(
+        policy,
+        pod(intent("training", gpus=8), [container()]),
+        namespace="t",
+        namespace_labels={"gpu-admission.io/tier": "training"},
+        validate=False,
+    )
+    stored = jsonpatch.apply_patch(pod(intent("training", gpus=8), [container()]), list(m.patch))
+    del stored["spec"]["nodeSelector"]
+    d = evaluate(
+        policy, stored, namespace="t", namespace_labels={"gpu-admission.io/tier": "training"}, as_received=True
+    )
+    v = violation(d, "placement-missing")
+    assert v.path == "spec.nodeSelector" and "workload=gpu-train" in v.message
+
+
+def test_raw_request_stored_unpinned_is_placement_missing(policy):
+    obj = pod({}, [container(limits=GPU1)])
+    d = evaluate(policy, obj, namespace="team-a", as_received=True)
+    assert "placement-missing" in rules(d) and not d.allowed
+
+
+def test_properly_mutated_pods_pass_validation(policy):
+    for obj, labels in (
+        (pod(intent("inference", gpu_memory="4Gi")), None),
+        (pod(intent("dev", gpu_memory="4Gi")), None),
+        (pod({}, [container(limits=GPU1)]), None),
+        (job(intent("training", gpus=8), parallelism=None), {"gpu-admission.io/tier": "training"}),
+    ):
+        d, _ = admit(policy, obj, labels=labels)
+        assert "placement-missing" not in rules(d), [v.render() for v in d.violations]
+        assert "pool-spoofing" not in rules(d), [v.render() for v in d.violations]
+
+
+# --- item 5: privileged-gpu is pod-scoped ----------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
+@pytest.mark.parametrize(
+    ("where", "make"),
+    [
+        (
+            "whole GPU privileged",
+            lambda: pod(intent("inference", isolation="exclusive"), [container(securityContext={"privileged": True})]),
+        ),
+        (
+            "sidecar NVIDIA_VISIBLE_DEVICES=all",
+            lambda: pod(
+                intent("inference", gpu_memory="4Gi"),
+                [container(), container("side", env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}])],
+            ),
+        ),
+        (
+            "init SYS_ADMIN",
+            lambda: pod(
+                intent("inference", gpu_memory="4Gi"),
+                initContainers=[container("init", securityContext={"capabilities": {"add": ["SYS_ADMIN"]}})],
+            ),
+        ),
+        (
+            "native sidecar ALL",
+            lambda: pod(
+                intent("inference", gpu_memory="4Gi"),
+                initContainers=[
+                    container("log", restartPolicy="Always", securityContext={"capabilities": {"add": ["ALL"]}})
+                ],
+            ),
+        ),
+        (
+            "hostPath /dev",
+            lambda: pod(
+                intent("inference", gpu_memory="4Gi"),
+                [container(volumeMounts=[{"name": "dev", "mountPath": "/host-dev"}])],
+                volumes=[{"name": "dev", "hostPath": {"path": "/dev/"}}],
+            ),
+        ),
+        (
+            "ephemeral privileged",
+            lambda: pod(
+                intent("inference", gpu_memory="4Gi"),
+                ephemeralContainers=[{"name": "debug", "image": "busybox", "securityContext": {"privileged": True}}],
+            ),
+        ),
+        (
+            "driver capabilities via valueFrom",
+            lambda: pod(
+                intent("inference", gpu_memory="4Gi"),
+                [
+                    container(
+                        env=[
+                            {
+                                "name": "NVIDIA_DRIVER_CAPABILITIES",
+                                "valueFrom": {"configMapKeyRef": {"name": "x", "key": "y"}},
+                            }
+                        ]
+                    )
+                ],
+            ),
+        ),
+        (
+            "CPU-only privileged pod tolerating the MIG pool",
+            lambda: pod({}, [container(securityContext={"privileged": True})], tolerations=BLANKET),
+        ),
+    ],
+)
+def test_privileged_gpu_attacks(policy, where, make):
+    d, _ = admit(policy, make())
+    assert "privileged-gpu" in rules(d) and not d.allowed, where
+
+
+def test_privileged_pod_that_cannot_reach_a_gpu_pool_is_not_our_business(policy):
+    d = evaluate(policy, pod({}, [container(securityContext={"privileged": True})]), namespace="team-a")
+    assert not d.relevant
+
+
+def test_nvidia_visible_devices_none_is_fine(policy):
+    c = container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}])
+    d, _ = admit(policy, pod(intent("inference", gpu_memory="4Gi"), [c]))
+    assert "privileged-gpu" not in rules(d)
+
+
+# --- item 6: priority and scheduler escalation ---------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
+@pytest.mark.parametrize(
+    ("spec", "part"),
+    [
+        ({"priorityClassName": "gpu-inference"}, "gpu-inference"),
+        ({"priorityClassName": "system-node-critical"}, "system-node-critical"),
+        ({"schedulerName": "my-scheduler"}, "my-scheduler"),
+    ],
+)
+def test_batch_pod_cannot_escalate_scheduling(policy, spec, part):
+    d, _ = admit(policy, pod(intent("batch", gpu_memory="10Gi"), **spec))
+    v = violation(d, "scheduling-not-allowed")
+    assert part in v.message and not d.allowed
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
+def test_raw_request_with_system_critical_priority(policy):
+    d, _ = admit(policy, pod({}, [container(limits=GPU1)], priorityClassName="system-cluster-critical"))
+    assert "scheduling-not-allowed" in rules(d)
+
+
+def test_class_own_priority_and_scheduler_are_allowed(policy):
+    d, _ = admit(policy, pod(intent("batch", gpu_memory="10Gi"), priorityClassName="gpu-batch-preemptible"))
+    assert "scheduling-not-allowed" not in rules(d)
+
+
+# --- item 7: class limits count one container ------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
+def test_native_sidecar_gpus_add_up(policy):
+    side = container("side", limits={"nvidia.com/gpu": "4"}, restartPolicy="Always")
+    p = pod(intent("training", gpus=8), [container()], initContainers=[side])
+    d, _ = admit(policy, p, labels={"gpu-admission.io/tier": "training"})
+    assert "gpu-count-exceeded" in rules(d)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
+def test_extra_container_shared_memory_bypasses_max_gpu_memory(policy):
+    extra = container("extra", limits={"aliyun.com/gpu-mem": "80"})
+    d, _ = admit(policy, pod(intent("dev", gpu_memory="4Gi"), [container(), extra]))
+    assert "gpu-memory-exceeded" in rules(d) and not d.allowed
+
+
+def test_extra_container_mig_devices_count(policy):
+    extra = container("extra", limits={"nvidia.com/mig-1g.5gb": "1"})
+    d, _ = admit(policy, pod(intent("batch", gpu_memory="4Gi"), [container(), extra]))
+    assert "gpu-count-exceeded" in rules(d)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
+def test_extra_container_whole_gpu_breaks_isolation(policy):
+    extra = container("extra", limits=GPU1)
+    d, _ = admit(policy, pod(intent("dev", gpu_memory="4Gi"), [container(), extra]))
+    assert not d.allowed and ({"gpu-kind-mixed", "pool-spoofing"} & set(rules(d)))
+
+
+@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
+def test_container_intent_naming_an_init_container(policy):
+    p = pod(intent("inference", gpu_memory="4Gi", container="init"), initContainers=[container("init")])
+    d, _ = admit(policy, p)
+    v = violation(d, "intent-invalid")
+    assert "init" in v.message
+
+
+@pytest.fixture(scope="module")
+def deny_raw_policy():
+    from pathlib import Path
+
+    import yaml
+
+    from webhook.policy import load_policy_texts
+
+    text = (Path(__file__).resolve().parents[2] / "policies" / "default.yaml").read_text()
+    doc = yaml.safe_load(text)
+    doc["spec"]["settings"]["rawRequests"] = "deny"
+    return load_policy_texts([("default.yaml", yaml.safe_dump(doc))])

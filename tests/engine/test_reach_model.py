@@ -1,0 +1,134 @@
+"""The reachability model (webhook.engine.reach), case by case against the Kubernetes rules it follows:
+taint/toleration matching (k8s.io/api core/v1 Toleration.ToleratesTaint), node affinity operators and
+matchFields (NodeAffinity filter), extended resources (NodeResourcesFit), and exact per-node judgement."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.engine.helpers import container, pod
+from webhook.engine import reach
+from webhook.engine.resources import inspect_pod
+
+
+def reached(policy, spec_extra, limits=None, nodes=()):
+    spec = pod({}, [container(limits=limits)] if limits else None, **spec_extra)["spec"]
+    res = inspect_pod(spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)
+    return reach.reachable(policy, reach.placement(spec, res), tuple(nodes))
+
+
+GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+TRAIN_TAINT = {"key": "workload", "operator": "Equal", "value": "gpu-train", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("tolerations", "expected"),
+    [
+        ([], set()),
+        ([{"operator": "Exists"}], {"infer-a100", "dev-cgpu", "train-h100"}),
+        ([{"operator": "Exists", "effect": "NoExecute"}], set()),  # an empty key with an effect: that effect only
+        ([GPU_TAINT], {"infer-a100", "dev-cgpu"}),
+        ([{"key": "nvidia.com/gpu", "operator": "Exists"}], {"infer-a100", "dev-cgpu"}),  # no effect: every effect
+        ([GPU_TAINT, TRAIN_TAINT], {"infer-a100", "dev-cgpu", "train-h100"}),
+        ([GPU_TAINT, {**TRAIN_TAINT, "value": "gpu-infer"}], {"infer-a100", "dev-cgpu"}),  # Equal compares values
+        ([GPU_TAINT, {"key": "workload", "operator": "Exists"}], {"infer-a100", "dev-cgpu", "train-h100"}),
+        ([GPU_TAINT, {**TRAIN_TAINT, "effect": "PreferNoSchedule"}], {"infer-a100", "dev-cgpu"}),
+    ],
+)
+def test_tolerations(policy, tolerations, expected):
+    assert reached(policy, {"tolerations": tolerations}) == expected
+
+
+def aff(*exprs, fields=()):
+    term = {}
+    if exprs:
+        term["matchExpressions"] = list(exprs)
+    if fields:
+        term["matchFields"] = list(fields)
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [term]}}}
+
+
+ALL = {"infer-a100", "dev-cgpu", "train-h100"}
+
+
+@pytest.mark.parametrize(
+    ("affinity", "expected"),
+    [
+        (aff({"key": "workload", "operator": "In", "values": ["gpu-dev"]}), {"dev-cgpu"}),
+        (aff({"key": "workload", "operator": "NotIn", "values": ["gpu-dev"]}), {"infer-a100", "train-h100"}),
+        (aff({"key": "workload", "operator": "Exists"}), ALL),
+        (aff({"key": "workload", "operator": "DoesNotExist"}), set()),
+        (aff({"key": "zone", "operator": "DoesNotExist"}), ALL),  # a label no pool fixes
+        (aff({"key": "kubernetes.io/hostname", "operator": "In", "values": ["n1"]}), ALL),
+        (aff({"key": "workload", "operator": "Gt", "values": ["3"]}), set()),  # fixed, not an integer
+        (aff(fields=[{"key": "metadata.name", "operator": "In", "values": ["n1"]}]), ALL),
+        (
+            {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "weight": 1,
+                            "preference": {
+                                "matchExpressions": [{"key": "workload", "operator": "In", "values": ["gpu-dev"]}]
+                            },
+                        }
+                    ]
+                }
+            },
+            ALL,
+        ),
+    ],
+)
+def test_node_affinity(policy, affinity, expected):
+    assert reached(policy, {"tolerations": [{"operator": "Exists"}], "affinity": affinity}) == expected
+
+
+def test_node_selector_and_devices(policy):
+    blanket = {"tolerations": [{"operator": "Exists"}]}
+    assert reached(policy, {**blanket, "nodeSelector": {"workload": "gpu-train"}}) == {"train-h100"}
+    assert reached(policy, {**blanket, "nodeSelector": {"kubernetes.io/hostname": "x"}}) == ALL
+    assert reached(policy, blanket, {"aliyun.com/gpu-mem": "4"}) == {"dev-cgpu"}
+    assert reached(policy, blanket, {"nvidia.com/gpu": "1"}) == {"infer-a100", "train-h100"}
+    assert reached(policy, blanket, {"nvidia.com/mig-1g.5gb": "1"}) == {"infer-a100"}
+    assert reached(policy, blanket, {"nvidia.com/gpu": "0"}) == ALL  # zero requests fit everywhere
+
+
+def node(name, labels, taints=(), allocatable=None):
+    return {
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "spec": {"taints": list(taints)},
+        "status": {"allocatable": allocatable or {}},
+    }
+
+
+NODES = (
+    node(
+        "i1",
+        {"workload": "gpu-infer"},
+        [{"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}],
+        {"nvidia.com/gpu": "8"},
+    ),
+    node(
+        "t1",
+        {"workload": "gpu-train"},
+        [
+            {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+            {"key": "workload", "value": "gpu-train", "effect": "NoSchedule"},
+        ],
+        {"nvidia.com/gpu": "8"},
+    ),
+)
+
+
+def test_exact_per_node_with_node_objects(policy):
+    blanket = {"tolerations": [{"operator": "Exists"}]}
+    # a hostname / node name pins the pool once the nodes are known; dev-cgpu has no known node: model
+    assert reached(policy, {**blanket, "nodeSelector": {"kubernetes.io/hostname": "i1"}}, nodes=NODES) == {
+        "infer-a100",
+        "dev-cgpu",
+    }
+    fields = aff(fields=[{"key": "metadata.name", "operator": "In", "values": ["t1"]}])
+    assert reached(policy, {**blanket, "affinity": fields}, {"nvidia.com/gpu": "1"}, nodes=NODES) == {"train-h100"}
+    # the node's real taint value decides an Equal toleration
+    equal = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}]}
+    assert reached(policy, equal, {"nvidia.com/gpu": "1"}, nodes=NODES) == {"infer-a100"}

@@ -1,0 +1,259 @@
+"""Which pools a pod template can reach, judged the way kube-scheduler's filters judge a node.
+
+Rules judge what the cluster will do with an object, not the shape the user wrote: a blanket
+toleration, a ``NotIn`` term or a hostname selector reaches a pool as surely as the pool's own
+selector. A pool is known by the labels it fixes (its ``nodeSelector``), the taints every node carries
+(explicit ``taints``, else derived from its tolerations) and the GPU/RDMA resources its nodes advertise.
+A template reaches a pool when:
+
+- TaintToleration: every ``NoSchedule``/``NoExecute`` taint is tolerated (an empty key with ``Exists``
+  tolerates every taint, an empty effect every effect, ``Equal`` compares values; a taint value or
+  effect the policy leaves open matches);
+- NodeAffinity: no ``nodeSelector`` entry and not every required term is contradicted by the labels the
+  pool fixes; a requirement on a label or field the pool does not fix (hostname, ``metadata.name``)
+  can match, preferred terms never restrict;
+- NodeResourcesFit: every GPU/RDMA resource the pod asks for (a positive amount, in any container) is
+  one the pool offers.
+
+With Node objects in the cluster view, pools that have known nodes are judged node by node instead
+(the node's own labels, name, taints and allocatable resources); pools without known nodes keep the
+model, since their nodes may join later. Every unknown is read as "can match": the model may see more
+reach than the scheduler, never less.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.engine.resources import PodResources
+from webhook.policy.compiled import CompiledPool, Policy
+
+FILTERING = frozenset({"NoSchedule", "NoExecute"})
+
+Toleration = tuple[str, str, str | None, str | None]  # key ("" = any), operator, value, effect (None = any)
+Requirement = tuple[str, str, tuple[str, ...]]  # key, operator, values
+Term = tuple[tuple[Requirement, ...], tuple[Requirement, ...]]  # matchExpressions, matchFields
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """The fields of a pod template the scheduler's filters read, as hashable data (the memo key)."""
+
+    selector: tuple[tuple[str, str], ...]
+    terms: tuple[Term, ...] | None  # None: no required node affinity
+    tolerations: tuple[Toleration, ...]
+    devices: frozenset[str]
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else "" if value is None else repr(value)
+
+
+def toleration(item: Any) -> Toleration | None:
+    if not isinstance(item, dict):
+        return None
+    effect = item.get("effect")
+    value = item.get("value")
+    return (
+        _str(item.get("key")),
+        _str(item.get("operator")) or "Equal",
+        None if value is None else _str(value),
+        _str(effect) or None,
+    )
+
+
+def _requirements(items: Any) -> tuple[Requirement, ...]:
+    out = []
+    for e in items if isinstance(items, list) else ():
+        if isinstance(e, dict):
+            values = e.get("values")
+            vals = tuple(_str(v) for v in values) if isinstance(values, list) else ()
+            out.append((_str(e.get("key")), _str(e.get("operator")), vals))
+    return tuple(out)
+
+
+def required_terms(spec: Mapping[str, Any]) -> list[Any] | None:
+    node = spec.get("affinity")
+    node = node.get("nodeAffinity") if isinstance(node, dict) else None
+    node = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, dict) else None
+    if not isinstance(node, dict):
+        return None
+    terms = node.get("nodeSelectorTerms")
+    return terms if isinstance(terms, list) else []
+
+
+def placement(spec: Mapping[str, Any], resources: PodResources) -> Placement:
+    selector = spec.get("nodeSelector")
+    sel = tuple(sorted((_str(k), _str(v)) for k, v in selector.items())) if isinstance(selector, dict) else ()
+    raw_terms = required_terms(spec)
+    terms = None
+    if raw_terms is not None:
+        terms = tuple(
+            (_requirements(t.get("matchExpressions")), _requirements(t.get("matchFields")))
+            if isinstance(t, dict)
+            else ((), ())
+            for t in raw_terms
+        )
+    tols = spec.get("tolerations")
+    tolerations = tuple(t for t in (toleration(i) for i in tols) if t is not None) if isinstance(tols, list) else ()
+    devices = set()
+    for c in resources.containers:
+        for key in c.families:
+            amount = c.amount(key)
+            if amount is not None and amount > 0:
+                devices.add(key)
+    return Placement(sel, terms, tolerations, frozenset(devices))
+
+
+# --- the filters --------------------------------------------------------------------------------------
+
+
+def tolerates(tol: Toleration, key: str, value: str | None, effect: str | None) -> bool:
+    """Kubernetes ``Toleration.ToleratesTaint``, with ``None`` taint value/effect meaning "unknown"."""
+    t_key, op, t_value, t_effect = tol
+    if t_effect is not None and effect is not None and t_effect != effect:
+        return False
+    if t_key == "":
+        return op == "Exists"
+    if t_key != key:
+        return False
+    if op == "Exists":
+        return True
+    if op == "Equal":
+        return value is None or (t_value or "") == value
+    return False
+
+
+def untolerated(taints: Iterable[tuple[str, str | None, str | None]], tolerations: tuple[Toleration, ...]):
+    """The filtering taints no toleration tolerates."""
+    return [
+        (key, value, effect)
+        for key, value, effect in taints
+        if (effect is None or effect in FILTERING) and not any(tolerates(t, key, value, effect) for t in tolerations)
+    ]
+
+
+def _int(value: str) -> int | None:
+    try:
+        return int(value)
+    except ValueError:
+        return None
+
+
+def requirement_can_match(req: Requirement, labels: Mapping[str, str], *, open_keys: bool) -> bool:
+    """One ``matchExpressions`` entry against labels. With ``open_keys`` a key absent from ``labels`` is
+    one the pool does not fix: its nodes may carry any value, so the requirement can match."""
+    key, op, values = req
+    if key not in labels:
+        if open_keys:
+            return op != "In" or bool(values)
+        return op in ("NotIn", "DoesNotExist")
+    have = labels[key]
+    if op == "In":
+        return have in values
+    if op == "NotIn":
+        return have not in values
+    if op == "Exists":
+        return True
+    if op == "DoesNotExist":
+        return False
+    if op in ("Gt", "Lt"):
+        mine, bound = _int(have), _int(values[0]) if len(values) == 1 else None
+        if bound is None:
+            return open_keys  # a malformed bound: the apiserver rejects it; the model never narrows on it
+        if mine is None:
+            return False  # a label value that is not an integer never compares
+        return mine > bound if op == "Gt" else mine < bound
+    return open_keys  # an operator the apiserver rejects
+
+
+def labels_admit(labels: Mapping[str, str], pl: Placement, *, open_keys: bool = True, name: str | None = None) -> bool:
+    """nodeSelector and required terms against a pool's fixed labels (``open_keys``) or a node's labels."""
+    for key, value in pl.selector:
+        if key in labels:
+            if labels[key] != value:
+                return False
+        elif not open_keys:
+            return False
+    if pl.terms is None:
+        return True
+    for expressions, fields in pl.terms:
+        if not expressions and not fields:
+            continue  # an empty term matches no node
+        if not all(requirement_can_match(r, labels, open_keys=open_keys) for r in expressions):
+            continue
+        if name is None:  # a pool fixes no node names: metadata.name requirements can match
+            if all(op != "In" or values for _, op, values in fields):
+                return True
+            continue
+        node_fields = {"metadata.name": name}
+        if all(requirement_can_match(r, node_fields, open_keys=False) for r in fields):
+            return True
+    return False
+
+
+def pool_admits(pool: CompiledPool, pl: Placement, *, taints: bool = True) -> bool:
+    if pl.devices and not pl.devices <= pool.offers:
+        return False
+    if taints and untolerated(pool.taints, pl.tolerations):
+        return False
+    return labels_admit(pool.spec.node_selector, pl)
+
+
+def _model_reach(policy: Policy, pl: Placement) -> frozenset[str]:
+    return policy.recall(("reach", pl), lambda: frozenset(n for n, p in policy.pools.items() if pool_admits(p, pl)))
+
+
+def node_admits(node: Mapping[str, Any], pl: Placement) -> bool:
+    meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+    spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
+    status = node.get("status") if isinstance(node.get("status"), dict) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    if not labels_admit(labels, pl, open_keys=False, name=_str(meta.get("name"))):
+        return False
+    taints = [
+        (_str(t.get("key")), None if t.get("value") is None else _str(t.get("value")), _str(t.get("effect")))
+        for t in spec.get("taints") or ()
+        if isinstance(t, dict)
+    ]
+    if untolerated(taints, pl.tolerations):
+        return False
+    allocatable = status.get("allocatable") if isinstance(status.get("allocatable"), dict) else {}
+    return all(_positive(allocatable.get(d)) for d in pl.devices)
+
+
+def _positive(value: Any) -> bool:
+    if value is None:
+        return False
+    text = _str(value)
+    return not (text.strip("0") == "" or text.startswith("-"))
+
+
+def node_pools(policy: Policy, node: Mapping[str, Any]) -> tuple[str, ...]:
+    """Pools a Node belongs to: those whose (non-empty) nodeSelector its labels carry."""
+    meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    return tuple(
+        n
+        for n, p in policy.pools.items()
+        if p.spec.node_selector and all(labels.get(k) == v for k, v in p.spec.node_selector.items())
+    )
+
+
+def reachable(policy: Policy, pl: Placement, nodes: tuple[Mapping[str, Any], ...] = ()) -> frozenset[str]:
+    """Pool names the template can be bound into (see the module docstring)."""
+    if not nodes:
+        return _model_reach(policy, pl)
+    known: set[str] = set()
+    found: set[str] = set()
+    for node in nodes:
+        if not isinstance(node, Mapping):
+            continue
+        pools = node_pools(policy, node)
+        known.update(pools)
+        if pools and node_admits(node, pl):
+            found.update(pools)
+    found.update(n for n in _model_reach(policy, pl) if n not in known)
+    return frozenset(found)
