@@ -80,9 +80,9 @@ def test_mutated_output_is_idempotent_and_schema_valid(policy, results):
         again = run(policy, obj, training=True, namespace=r.namespace)
         assert again.patch == (), f"{r.file}: second pass patched"
         if r.decision.patch:
-            before = set(k8s_errors(r.obj)) if r.obj.get("kind") == "Pod" else set()
+            before = set(schema_errors(r.obj))
             if before:  # the manifest itself uses fields of a newer release: the patch adds no new error
-                assert set(k8s_errors(obj)) <= before, r.file
+                assert set(schema_errors(obj)) <= before, r.file
             else:
                 assert_valid(obj)
         else:

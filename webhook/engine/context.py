@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.engine.claims import ClaimResolver
 from webhook.engine import reach
+from webhook.engine.claims import ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.intent import Intent
 from webhook.engine.resolve import Failure, Resolution
