@@ -107,6 +107,11 @@ def test_gitlab_job_with_junit_reports(monkeypatch, tmp_path):
     (job,) = config.values()
     reports = job["artifacts"]["reports"]["junit"]
     assert job["artifacts"]["when"] == "always" and reports
+    # GitLab stops a job's script at the first failing line: a step that fails must not stop the ones
+    # after it, or the JUnit reports are never written (and "always upload" uploads nothing)
+    steps = [line for line in job["script"] if "gpu-admission " in line]
+    assert steps and all(re.search(r"\|\| (status=\$\?|true)\s*(#.*)?$", line) for line in steps), steps
+    assert job["script"][-1] == "exit $status"
     env = dict(job["variables"], MANIFESTS=MANIFEST)
     written: dict[str, str] = {}
     for line in job["script"]:
