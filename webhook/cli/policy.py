@@ -90,6 +90,17 @@ def register(sub: Any) -> None:
     )
     schema.set_defaults(handler=run_schema)
 
+    init = verbs.add_parser(
+        "init",
+        help="create a policy directory from the shipped default (policy, schema, test suite)",
+        description="Write the shipped default policy, its JSON Schema and its PolicyTest suite into DIR "
+        "(default: policies), so a pip-installed CLI has a policy to adapt and test. Refuses a DIR that "
+        "already has files unless --force. Exit 0 written, 2 refused.",
+    )
+    init.add_argument("dir", nargs="?", default="policies", metavar="DIR", help="directory to create")
+    init.add_argument("--force", action="store_true", help="overwrite files of the same name in DIR")
+    init.set_defaults(handler=run_init)
+
     render = verbs.add_parser(
         "render",
         help="print the cluster objects the policy depends on (PriorityClasses, webhook configurations, ...)",
@@ -133,6 +144,41 @@ def register(sub: Any) -> None:
         help="namespace whose pods may scrape the metrics port ('' for none; default: monitoring)",
     )
     render.set_defaults(handler=run_render)
+
+
+# --- init --------------------------------------------------------------------------------------------
+
+
+def run_init(args: argparse.Namespace) -> int:
+    """Copy the packaged scaffold (a copy of the repository's policies/, kept equal by a test)."""
+    from importlib.resources import as_file, files
+
+    target = Path(args.dir)
+    if target.exists() and not target.is_dir():
+        print(f"gpu-admission: {target} exists and is not a directory", file=sys.stderr)
+        return EXIT_UNUSABLE
+    if target.is_dir() and any(target.iterdir()) and not args.force:
+        print(
+            f"gpu-admission: {target} already has files; pick an empty directory or pass --force to overwrite "
+            "files of the same name",
+            file=sys.stderr,
+        )
+        return EXIT_UNUSABLE
+    with as_file(files("webhook.policy") / "scaffold") as scaffold:
+        written = []
+        for source in sorted(p for p in Path(scaffold).rglob("*") if p.is_file()):
+            relative = source.relative_to(scaffold)
+            destination = target / relative
+            destination.parent.mkdir(parents=True, exist_ok=True)
+            destination.write_bytes(source.read_bytes())
+            written.append(str(relative))
+    print(f"wrote {len(written)} file(s) to {target}/: {', '.join(written)}")
+    print(
+        f"next: adapt {target}/default.yaml to your nodes (pools, namespaces), then\n"
+        f"  gpu-admission policy lint {target} && gpu-admission policy test {target}\n"
+        f"  gpu-admission check --policy {target} <manifests>"
+    )
+    return EXIT_OK
 
 
 # --- lint --------------------------------------------------------------------------------------------

@@ -74,7 +74,16 @@ def policy_files(path: str | Path) -> list[Path]:
         return [root]
     if not root.is_dir():
         raise PolicyError(
-            [PolicyIssue(str(root), 0, 0, "", "policy path does not exist", "pass --policy DIR")]
+            [
+                PolicyIssue(
+                    str(root),
+                    0,
+                    0,
+                    "",
+                    "policy path does not exist",
+                    "pass --policy DIR, or create one with `gpu-admission policy init`",
+                )
+            ]
         )
     files = sorted(
         p
