@@ -159,3 +159,20 @@ def test_generate_persists_and_restores_from_secrets(tmp_path, stub, capsys):
     assert (tmp_path / "run3" / "ca.crt").read_bytes() == (tmp_path / "run1" / "ca.crt").read_bytes()
     assert stub.requests[-1].method == "PUT" and stub.requests[-1].path.endswith("/gpu-admission-tls")
     assert stub.objects[f"{secrets}/gpu-admission-tls"]["metadata"]["resourceVersion"] == "2"
+
+
+def test_dry_run_from_the_rendered_manifests_needs_no_cluster(tmp_path, ca, capsys, monkeypatch):
+    """`--dry-run --from-file` plans the patch from the shipped manifests: no kubeconfig, no API call."""
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
+    rendered = Path(__file__).resolve().parents[2] / "manifests" / "base" / "rendered.yaml"
+    args = ["certs", "inject", "--ca", str(ca), "--mutating", MUT, "--validating", VAL, "--dry-run"]
+    assert main([*args, "--from-file", str(rendered)]) == 0
+    out = capsys.readouterr().out
+    assert f"PATCH mutatingwebhookconfiguration/{MUT}" in out and f"PATCH validatingwebhookconfiguration/{VAL}" in out
+    assert base64.b64encode(ca.read_bytes()).decode() in out
+    assert main([*args[:-1], "--from-file", str(rendered)]) == 2, "a file can only be planned, never patched"
+    assert main([*args, "--from-file", str(tmp_path / "absent.yaml")]) == 2
+    (tmp_path / "other.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    assert main([*args, "--from-file", str(tmp_path / "other.yaml")]) == 1
+    assert f"{MUT!r} is not in the given file" in capsys.readouterr().err

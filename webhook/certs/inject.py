@@ -86,21 +86,55 @@ def inject(
     dry_run: bool = False,
     api_client: Any = None,
     now: datetime | None = None,
+    current: dict[tuple[Kind, str], dict[str, Any]] | None = None,
 ) -> list[PatchPlan]:
-    """GET each configuration, compute the patch, and PATCH it unless ``dry_run`` or nothing changes."""
+    """GET each configuration, compute the patch, and PATCH it unless ``dry_run`` or nothing changes.
+
+    ``current`` holds the configurations as they are (e.g. read from the rendered manifests): with it
+    and ``dry_run`` no cluster is contacted at all, so a patch can be reviewed offline."""
     ca = bundle.parse(ca_pem)
     if not ca:
         raise bundle.BundleError("the CA file holds no PEM certificate")
-    api = _AdmissionApi(api_client)
+    if current is not None and not dry_run:
+        raise InjectError("configurations read from a file can only be planned (--dry-run), not patched")
+    api = _AdmissionApi(api_client) if current is None else None
     plans: list[PatchPlan] = []
     for kind, name in targets:
-        config = api.get(kind, name)
+        if api is not None:
+            config = api.get(kind, name)
+        elif (kind, name) in current:
+            config = current[(kind, name)]
+        else:
+            raise InjectError(f"{kind}webhookconfiguration {name!r} is not in the given file")
         p = plan(kind, config, ca, keep_previous=keep_previous, now=now)
         if not dry_run and p.changed:
             api.patch(kind, name, p.patch)
             p.applied = True
         plans.append(p)
     return plans
+
+
+def configurations_from_yaml(text: str) -> dict[tuple[Kind, str], dict[str, Any]]:
+    """Webhook configurations in a manifest file (multi-document YAML or a List), by (kind, name)."""
+    import yaml
+
+    kinds: dict[str, Kind] = {
+        "MutatingWebhookConfiguration": "mutating",
+        "ValidatingWebhookConfiguration": "validating",
+    }
+    found: dict[tuple[Kind, str], dict[str, Any]] = {}
+    try:
+        documents = list(yaml.safe_load_all(text))
+    except yaml.YAMLError as exc:
+        raise InjectError(f"not YAML: {exc}") from exc
+    for doc in documents:
+        items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+        for item in items or []:
+            if isinstance(item, dict) and item.get("kind") in kinds:
+                name = (item.get("metadata") or {}).get("name")
+                if isinstance(name, str):
+                    found[(kinds[item["kind"]], name)] = item
+    return found
 
 
 def load_api_client(kubeconfig: str | None = None, context: str | None = None) -> Any:

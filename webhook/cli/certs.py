@@ -78,6 +78,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="append to the current bundle instead of replacing it (CA rotation; expired certs are dropped)",
     )
     inj.add_argument("--dry-run", action="store_true", help="print the patches, do not PATCH")
+    inj.add_argument(
+        "--from-file",
+        type=Path,
+        metavar="FILE",
+        help="with --dry-run: read the current configurations from FILE (e.g. manifests/base/rendered.yaml "
+        "or `kubectl kustomize` output) instead of the cluster, so no cluster is needed",
+    )
     inj.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG or ~/.kube/config)")
     inj.add_argument("--context", help="kubeconfig context")
     inj.set_defaults(handler=_inject)
@@ -134,7 +141,7 @@ def _inject(args: argparse.Namespace) -> int:
     from kubernetes.config import ConfigException  # the handler may import kubernetes; the parser may not
 
     from webhook.certs.bundle import BundleError
-    from webhook.certs.inject import InjectError, Kind, inject, load_api_client
+    from webhook.certs.inject import InjectError, Kind, configurations_from_yaml, inject, load_api_client
 
     targets: list[tuple[Kind, str]] = []
     if args.mutating:
@@ -149,9 +156,26 @@ def _inject(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"error: cannot read {args.ca}: {exc}", file=sys.stderr)
         return 2
+    if args.from_file is not None and not args.dry_run:
+        print("error: --from-file plans patches offline; add --dry-run", file=sys.stderr)
+        return 2
     try:
-        api_client = load_api_client(args.kubeconfig, args.context)
-        plans = inject(ca_pem, targets, keep_previous=args.keep_previous, dry_run=args.dry_run, api_client=api_client)
+        current = None
+        if args.from_file is not None:
+            try:
+                current = configurations_from_yaml(args.from_file.read_text())
+            except OSError as exc:
+                print(f"error: cannot read {args.from_file}: {exc}", file=sys.stderr)
+                return 2
+        api_client = load_api_client(args.kubeconfig, args.context) if current is None else None
+        plans = inject(
+            ca_pem,
+            targets,
+            keep_previous=args.keep_previous,
+            dry_run=args.dry_run,
+            api_client=api_client,
+            current=current,
+        )
     except BundleError as exc:
         print(f"error: {args.ca}: {exc}", file=sys.stderr)
         return 2
