@@ -190,6 +190,20 @@ def check_response(doc: dict[str, Any], sent: dict[str, Any], endpoint: str) -> 
     return response
 
 
+def stored(client: ApiserverClient, obj: dict[str, Any], namespace: str | None = "default") -> dict[str, Any]:
+    """The object the apiserver stores (and sends to ``/validate``): ``obj`` after our ``/mutate`` patch.
+
+    ``/validate`` judges that object, so a class pod sent there without its mutation is rightly denied
+    ``placement-missing``; tests about something else send what the apiserver would."""
+    import jsonpatch
+
+    sent = review(obj, namespace=namespace)
+    status, doc = client.post_review("mutate", sent)
+    assert status == 200, status
+    ops = patch_ops(check_response(doc, sent, "mutate"))
+    return jsonpatch.apply_patch(obj, ops) if ops else obj
+
+
 def patch_ops(response: dict[str, Any]) -> list[dict[str, Any]]:
     return orjson.loads(base64.b64decode(response["patch"])) if "patch" in response else []
 

@@ -186,7 +186,7 @@ def test_mutate_uses_request_namespace_for_pods_without_one(store):
 def test_the_response_matches_the_engine_exactly(store):
     _, client = _client(store)
     pod = objects.node_name_pod()
-    decision = evaluate(store.policy, pod, operation="CREATE", namespace="ml")
+    decision = evaluate(store.policy, pod, operation="CREATE", namespace="ml", as_received=True)  # /validate's view
     _, doc = _post(client, "validate", review(pod, namespace="ml"))
     assert doc["response"]["status"]["message"] == decision.message
     assert doc["response"].get("warnings", []) == list(decision.warnings)

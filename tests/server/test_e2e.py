@@ -27,6 +27,7 @@ from tests.server.support import (
     patch_ops,
     review,
     serve_args,
+    stored,
 )
 from webhook.engine import evaluate
 from webhook.policy import load_policy
@@ -150,9 +151,11 @@ def test_every_violation_is_listed_and_warnings_ride_along(client: ApiserverClie
     assert any(w.startswith("[raw-gpu-request]") for w in validated["warnings"])
 
 
-def test_raw_request_is_admitted_with_a_warning(client: ApiserverClient):
-    _, mutated, validated = admit(client, objects.raw_gpu_pod(), "default")
-    assert "patch" not in mutated
+def test_raw_request_is_pinned_and_admitted_with_a_warning(client: ApiserverClient):
+    final, mutated, validated = admit(client, objects.raw_gpu_pod(), "default")
+    ops = patch_ops(mutated)
+    assert ops and all(op["path"].startswith(("/spec/nodeSelector", "/spec/tolerations")) for op in ops), ops
+    assert final["spec"]["nodeSelector"], "pinned to an entitled pool that offers its GPUs"
     assert validated["allowed"] is True
     (warning,) = [w for w in validated["warnings"] if w.startswith("[raw-gpu-request]")]
     assert warning.startswith("[raw-gpu-request] add label gpu-admission.io/workload: <class>"), "the fix first"
@@ -161,7 +164,7 @@ def test_raw_request_is_admitted_with_a_warning(client: ApiserverClient):
 
 def test_dry_run_and_other_operations(client: ApiserverClient, server: ServerProcess):
     pod = objects.node_name_pod()
-    dry = review(pod, dry_run=True)
+    dry = review(stored(client, pod), dry_run=True)
     _, doc = client.post_review("validate", dry)
     assert check_response(doc, dry, "validate")["status"]["message"].startswith("[node-name-set]")
     assert server.decisions(dry["request"]["uid"])[0]["dry_run"] is True
@@ -179,7 +182,7 @@ def test_one_json_log_line_per_decision_without_bodies(client: ApiserverClient, 
     pod = objects.inference_pod()
     sent = review(pod, namespace=objects.SERVING_NS)
     client.post_review("mutate", sent)
-    sent2 = review(objects.node_name_pod(), namespace="default")
+    sent2 = review(stored(client, objects.node_name_pod()), namespace="default")
     client.post_review("validate", sent2)
 
     [mutate_line] = server.decisions(sent["request"]["uid"])

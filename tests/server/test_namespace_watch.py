@@ -16,7 +16,7 @@ import pytest
 
 from tests.server import objects
 from tests.server.fake_apiserver import FakeNamespaceAPI
-from tests.server.support import ServerProcess, check_response, review, serve_args
+from tests.server.support import ServerProcess, check_response, review, serve_args, stored
 from webhook.server.namespace_watch import NamespaceWatchCache
 
 TRAINING = {"gpu-admission.io/tier": "training"}
@@ -214,12 +214,12 @@ def test_cluster_mode_in_a_gunicorn_worker(tmp_path: Path, server_certs):
         _eventually(lambda: _readyz(client)[0] == 200, timeout=60, what="readiness after the first list")
         assert server.metric("gpu_admission_namespace_cache_synced") == 1
 
-        job = objects.training_vcjob()
+        job = stored(client, objects.training_vcjob(), "research")  # as the apiserver stores it
         sent = review(job, namespace="research")
         _, doc = client.post_review("validate", sent)
         assert check_response(doc, sent, "validate")["allowed"] is True
 
-        fake.modify("research", {})
+        fake.modify("research", {"gpu-admission.io/tier": "serving"})  # serving-only: training is not granted
 
         def denied() -> bool:
             again = review(job, namespace="research")
