@@ -35,17 +35,12 @@ RESOURCES: dict[str, tuple[str, bool]] = {
 
 
 def resource_api_from_config(kubeconfig: str | None = None) -> Any:
-    """ResourceV1Api from the pod's service account, else from a kubeconfig (development)."""
-    from kubernetes import client, config
+    """ResourceV1Api, configured as the namespace watch's client is."""
+    from kubernetes import client
 
-    configuration = client.Configuration()
-    try:
-        if kubeconfig:
-            raise config.ConfigException("kubeconfig given")
-        config.load_incluster_config(client_configuration=configuration)
-    except config.ConfigException:
-        config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    return client.ResourceV1Api(client.ApiClient(configuration))
+    from webhook.server.namespace_watch import api_client_from_config
+
+    return client.ResourceV1Api(api_client_from_config(kubeconfig))
 
 
 class _Lister:

@@ -36,8 +36,8 @@ class _Gone(Exception):
     """The watch's resourceVersion is too old: re-list."""
 
 
-def api_from_config(kubeconfig: str | None = None) -> Any:
-    """CoreV1Api from the pod's service account, else from a kubeconfig (development)."""
+def api_client_from_config(kubeconfig: str | None = None) -> Any:
+    """An ApiClient from the pod's service account, else from a kubeconfig (development)."""
     from kubernetes import client, config
 
     configuration = client.Configuration()
@@ -47,7 +47,14 @@ def api_from_config(kubeconfig: str | None = None) -> Any:
         config.load_incluster_config(client_configuration=configuration)
     except config.ConfigException:
         config.load_kube_config(config_file=kubeconfig, client_configuration=configuration)
-    return client.CoreV1Api(client.ApiClient(configuration))
+    return client.ApiClient(configuration)
+
+
+def api_from_config(kubeconfig: str | None = None) -> Any:
+    """CoreV1Api for the namespace watch."""
+    from kubernetes import client
+
+    return client.CoreV1Api(api_client_from_config(kubeconfig))
 
 
 class NamespaceWatchCache:
