@@ -31,6 +31,11 @@ from webhook.quantity import GIB, QuantityError, parse_quantity
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 """Every DeviceClass can be asked for as this extended resource (KEP-5004)."""
 
+Alternative = tuple[str, ...]
+"""One way a node can serve a device request (read by ``webhook.engine.reach``):
+``("class", name, driver, kind)`` a DeviceClass a pool's DRA driver serves, or ``("resource", name)``
+an extended resource its device plugin advertises."""
+
 _FAMILY = {DeviceClassKind.WHOLE: WHOLE, DeviceClassKind.MIG: MIG, DeviceClassKind.SHARED: SHARED}
 _QUOTE = r"""['"]([^'"]+)['"]"""
 _DRIVER = re.compile(r"device\.driver\s*==\s*" + _QUOTE)
@@ -54,6 +59,11 @@ class ClaimRequest:
     profiles: tuple[str, ...] = ()
     unknown_classes: tuple[str, ...] = ()
     admin: bool = False
+    any_profile: bool = False  # a MIG alternative that names no profile (any the node has)
+    offered_by: frozenset[Alternative] | None = None
+    """What a node must serve for this request, one alternative of which suffices (the scheduler tries
+    ``firstAvailable`` in order); None when the request cannot narrow placement (an alternative the
+    webhook cannot tell, or one that is not a GPU and may be served anywhere)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,13 +147,12 @@ class ClaimResolver:
             "cluster",
         )
 
-    def extended_family(self, resource: str) -> str | None:
-        """The family of an extended resource a DeviceClass serves (None: no class maps it)."""
+    def extended_class(self, resource: str) -> tuple[str, ClassInfo | None] | None:
+        """The DeviceClass serving an extended resource (KEP-5004) and what it is (None: unknown class);
+        None when no class maps the resource."""
         if resource.startswith(IMPLICIT_PREFIX):
-            info = self.device_class(resource[len(IMPLICIT_PREFIX) :])
-            if info is None:
-                return UNRESOLVED
-            return _FAMILY.get(info.kind)
+            name = resource[len(IMPLICIT_PREFIX) :]
+            return name, self.device_class(name)
         if self._mapped is None:
             mapped = {}
             for name, obj in self.cluster.device_classes.items():
@@ -154,7 +163,14 @@ class ClaimResolver:
         name = self._mapped.get(resource) or self.policy.dra.extended.get(resource)
         if name is None:
             return None
-        info = self.device_class(name)
+        return name, self.device_class(name)
+
+    def extended_family(self, resource: str) -> str | None:
+        """The family of an extended resource a DeviceClass serves (None: no class maps it)."""
+        found = self.extended_class(resource)
+        if found is None:
+            return None
+        info = found[1]
         return UNRESOLVED if info is None else _FAMILY.get(info.kind)
 
     # --- claims --------------------------------------------------------------------------------
@@ -234,6 +250,8 @@ class ClaimResolver:
         unknown: list[str] = []
         profiles: list[str] = []
         count, every, memory, admin = 0, False, None, False
+        offered: set[Alternative] = set()
+        narrows, any_profile = True, False
         for alt in alternatives:
             class_name = alt.get("deviceClassName")
             if not isinstance(class_name, str):
@@ -243,8 +261,12 @@ class ClaimResolver:
             if info is None:
                 unknown.append(class_name)
                 families.add(UNRESOLVED)
+                narrows = False
             elif not info.gpu:
+                narrows = False  # a device that is not a GPU may be served anywhere
                 continue
+            else:
+                offered.add(class_alternative(class_name, info))
             selectors = " && ".join(
                 str(_map(_map(s).get("cel")).get("expression") or "") for s in _list(alt.get("selectors"))
             )
@@ -261,6 +283,8 @@ class ClaimResolver:
             families.add(family)
             if profile is not None:
                 profiles.append(profile)
+            elif family == MIG:
+                any_profile = True
             size = requested if requested is not None else _cel_memory(selectors)
             if size is None and profile is not None:
                 size = _profile_memory(profile)
@@ -278,8 +302,27 @@ class ClaimResolver:
         if not families:
             return None  # no GPU among the alternatives (an IMEX channel, a NIC)
         return ClaimRequest(
-            name, frozenset(families), frozenset(classes), count, every, memory, tuple(profiles), tuple(unknown), admin
+            name,
+            frozenset(families),
+            frozenset(classes),
+            count,
+            every,
+            memory,
+            tuple(profiles),
+            tuple(unknown),
+            admin,
+            any_profile,
+            frozenset(offered) if narrows and offered else None,
         )
+
+
+def kind_family(kind: DeviceClassKind) -> str | None:
+    """The device family of a DeviceClass kind (None: not a GPU)."""
+    return _FAMILY.get(kind)
+
+
+def class_alternative(name: str, info: ClassInfo) -> Alternative:
+    return ("class", name, info.driver or "", info.kind.value)
 
 
 def _capacity(alt: Mapping[str, Any]) -> int | None:

@@ -13,7 +13,10 @@ A template reaches a pool when:
   pool fixes; a requirement on a label or field the pool does not fix (hostname, ``metadata.name``)
   can match, preferred terms never restrict;
 - NodeResourcesFit: every GPU/RDMA resource the pod asks for (a positive amount, in any container) is
-  one the pool offers.
+  one the pool offers;
+- DynamicResources: every request of the pod's resolved DRA claims has an alternative the pool's DRA
+  driver serves (``CompiledPool.serves_class``), and an extended resource a DeviceClass maps is served
+  by the pool's device plugin or by that class. An unresolved claim narrows nothing: it may be any GPU.
 
 With Node objects in the cluster view, pools that have known nodes are judged node by node instead
 (the node's own labels, name, taints and allocatable resources); pools without known nodes keep the
@@ -45,6 +48,9 @@ class Placement:
     terms: tuple[Term, ...] | None  # None: no required node affinity
     tolerations: tuple[Toleration, ...]
     devices: frozenset[str]
+    claims: frozenset[frozenset[tuple[str, ...]]] = frozenset()
+    """DRA demand: per device request, the alternatives (``webhook.engine.claims.Alternative``) one of
+    which a node must serve."""
 
 
 def _str(value: Any) -> str:
@@ -99,12 +105,33 @@ def placement(spec: Mapping[str, Any], resources: PodResources) -> Placement:
     tols = spec.get("tolerations")
     tolerations = tuple(t for t in (toleration(i) for i in tols) if t is not None) if isinstance(tols, list) else ()
     devices = set()
+    demand: set[frozenset[tuple[str, ...]]] = set()
+    mapped = resources.mapped
     for c in resources.containers:
         for key in c.families:
             amount = c.amount(key)
             if amount is not None and amount > 0:
-                devices.add(key)
-    return Placement(sel, terms, tolerations, frozenset(devices))
+                if key not in mapped:
+                    devices.add(key)
+                elif mapped[key] is not None:  # device plugin or DRA (an unknown class narrows nothing)
+                    demand.add(frozenset({("resource", key), mapped[key]}))  # type: ignore[arg-type]
+    if resources.claims:
+        demand.update(resources.dra_demand)
+    return Placement(sel, terms, tolerations, frozenset(devices), frozenset(demand))
+
+
+def _served(pool: CompiledPool, alternative: tuple[str, ...], allocatable: Mapping[str, Any] | None) -> bool:
+    if alternative[0] == "resource":
+        key = alternative[1]
+        return _positive(allocatable.get(key)) if allocatable is not None else key in pool.offers
+    _, name, driver, kind = alternative
+    return pool.serves_class(name, driver, kind)
+
+
+def claims_served(pool: CompiledPool, pl: Placement, allocatable: Mapping[str, Any] | None = None) -> bool:
+    """Every DRA request of the template has an alternative the pool (or, with ``allocatable``, one of
+    its nodes) serves."""
+    return all(any(_served(pool, alt, allocatable) for alt in request) for request in pl.claims)
 
 
 # --- the filters --------------------------------------------------------------------------------------
@@ -197,6 +224,8 @@ def labels_admit(labels: Mapping[str, str], pl: Placement, *, open_keys: bool = 
 def pool_admits(pool: CompiledPool, pl: Placement, *, taints: bool = True) -> bool:
     if pl.devices and not pl.devices <= pool.offers:
         return False
+    if pl.claims and not claims_served(pool, pl):
+        return False
     if taints and untolerated(pool.taints, pl.tolerations):
         return False
     return labels_admit(pool.spec.node_selector, pl)
@@ -254,6 +283,10 @@ def reachable(policy: Policy, pl: Placement, nodes: tuple[Mapping[str, Any], ...
         pools = node_pools(policy, node)
         known.update(pools)
         if pools and node_admits(node, pl):
+            if pl.claims:
+                status = node.get("status") if isinstance(node.get("status"), dict) else {}
+                allocatable = status.get("allocatable") if isinstance(status.get("allocatable"), dict) else {}
+                pools = tuple(p for p in pools if claims_served(policy.pools[p], pl, allocatable))
             found.update(pools)
     found.update(n for n in _model_reach(policy, pl) if n not in known)
     return frozenset(found)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from webhook.quantity import QuantityError, parse_quantity
 
 if TYPE_CHECKING:
-    from webhook.engine.claims import ClaimResolver, PodClaim
+    from webhook.engine.claims import Alternative, ClaimRequest, ClaimResolver, PodClaim
 
 WHOLE = "whole"
 MIG = "mig"
@@ -61,6 +61,8 @@ class ContainerResources:
     requests: dict[str, Any]
     families: dict[str, str] = field(default_factory=dict)  # resource -> family, for GPU/RDMA keys
     gpu_families: frozenset[str] = frozenset()  # computed once by inspect_pod: rules ask many times
+    claim_refs: tuple[tuple[str, str | None], ...] = ()
+    """``resources.claims`` entries: (claim name, request or None for the whole claim)."""
 
     @staticmethod
     def gpu_families_of(families: dict[str, str]) -> frozenset[str]:
@@ -114,6 +116,9 @@ class PodResources:
     gpu_families: frozenset[str] = frozenset()  # of all containers and claims; set by inspect_pod
     claims: tuple[PodClaim, ...] = ()
     _devices: int | None = None
+    mapped: dict[str, Alternative | None] = field(default_factory=dict)
+    """Extended resources a DeviceClass serves (KEP-5004) -> that class as a placement alternative
+    (None: a class the webhook cannot tell). A node serves them by device plugin or by DRA."""
 
     @property
     def has_gpu(self) -> bool:
@@ -140,6 +145,53 @@ class PodResources:
         """The largest memory per device any claim asks for (worst case over alternatives)."""
         sizes = [r.memory for c in self.claims for r in c.requests if r.memory is not None]
         return max(sizes) if sizes else None
+
+    def claims_of(self, c: ContainerResources) -> tuple[tuple[PodClaim, tuple[ClaimRequest, ...]], ...]:
+        """The claims a container uses, each with the requests it gets (``request`` names one; none:
+        all of them). A claim two containers share is one allocation: the pod's totals
+        (:meth:`effective_devices`, :attr:`claim_memory`) count it once, whoever uses it."""
+        if not c.claim_refs or not self.claims:
+            return ()
+        by_name = {claim.name: claim for claim in self.claims}
+        out: list[tuple[PodClaim, tuple[ClaimRequest, ...]]] = []
+        for name, request in c.claim_refs:
+            claim = by_name.get(name)
+            if claim is None:
+                continue
+            requests = claim.requests if request is None else tuple(r for r in claim.requests if r.name == request)
+            out.append((claim, requests))
+        return tuple(out)
+
+    def claim_devices_of(self, c: ContainerResources) -> int:
+        """Devices the container's claims give it (worst case over ``firstAvailable``)."""
+        return sum(r.count for _, requests in self.claims_of(c) for r in requests if r.families - {UNRESOLVED})
+
+    def claim_families_of(self, c: ContainerResources) -> frozenset[str]:
+        """Device families the container's claims may give it (UNRESOLVED for a claim nobody knows)."""
+        out: set[str] = set()
+        for claim, requests in self.claims_of(c):
+            if claim.unresolved is not None:
+                out.add(UNRESOLVED)
+            for r in requests:
+                out.update(r.families)
+        return frozenset(out)
+
+    def claim_memory_of(self, c: ContainerResources) -> int | None:
+        """The largest memory per device the container's claims ask for (worst case over alternatives)."""
+        sizes = [r.memory for _, requests in self.claims_of(c) for r in requests if r.memory is not None]
+        return max(sizes) if sizes else None
+
+    @property
+    def dra_demand(self) -> tuple[frozenset[Alternative], ...]:
+        """What a node must serve for the pod's resolved claims: per request, its alternatives.
+        Unresolved claims and requests that cannot narrow placement add nothing (any GPU may serve them)."""
+        return tuple(
+            r.offered_by
+            for c in self.claims
+            if c.unresolved is None
+            for r in c.requests
+            if r.offered_by is not None
+        )
 
     @property
     def dra_classes(self) -> frozenset[str]:
@@ -171,6 +223,7 @@ def inspect_pod(
     """The pod's devices. ``claims`` resolves DRA claims and DeviceClass-mapped extended resources;
     without it (no cluster view at all) neither is read."""
     out: list[ContainerResources] = []
+    mapped: dict[str, Alternative | None] = {}
     for group in CONTAINER_GROUPS:
         items = spec.get(group)
         if not isinstance(items, list):
@@ -185,18 +238,44 @@ def inspect_pod(
                 if isinstance(key, str) and key not in fams:
                     fam = _family(key, gpu_prefixes, rdma)
                     if fam is None and claims is not None and "/" in key:
-                        fam = claims.extended_family(key)
+                        fam = _mapped_family(claims, key, mapped)
                     if fam is not None:
                         fams[key] = fam
             name = container.get("name")
             gpu = ContainerResources.gpu_families_of(fams) if fams else frozenset()
+            refs = _claim_refs(res.get("claims")) if "claims" in res else ()
             out.append(
                 ContainerResources(
-                    index, group, name if isinstance(name, str) else "", container, limits, requests, fams, gpu
+                    index, group, name if isinstance(name, str) else "", container, limits, requests, fams, gpu, refs
                 )
             )
     families = frozenset().union(*(c.gpu_families for c in out))
     if claims is not None and spec.get("resourceClaims"):
         pod_claims = claims.pod_claims(spec)
-        return PodResources(out, families.union(*(c.families for c in pod_claims)), pod_claims)
-    return PodResources(out, families)
+        return PodResources(out, families.union(*(c.families for c in pod_claims)), pod_claims, mapped=mapped)
+    return PodResources(out, families, mapped=mapped) if mapped else PodResources(out, families)
+
+
+def _mapped_family(claims: ClaimResolver, key: str, mapped: dict[str, Alternative | None]) -> str | None:
+    from webhook.engine.claims import kind_family
+
+    found = claims.extended_class(key)
+    if found is None:
+        return None
+    name, info = found
+    if info is None:
+        mapped[key] = None
+        return UNRESOLVED
+    fam = kind_family(info.kind)
+    if fam is not None:
+        mapped[key] = ("class", name, info.driver or "", info.kind.value)
+    return fam
+
+
+def _claim_refs(items: Any) -> tuple[tuple[str, str | None], ...]:
+    out = []
+    for item in items if isinstance(items, list) else ():
+        if isinstance(item, dict) and isinstance(item.get("name"), str):
+            request = item.get("request")
+            out.append((item["name"], request if isinstance(request, str) and request else None))
+    return tuple(out)

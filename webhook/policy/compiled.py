@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, ClassVar, TypeVar
 
@@ -84,6 +84,21 @@ class CompiledPool:
     toleration or one without effect). Read by the reachability model (``webhook.engine.reach``)."""
     offers: frozenset[str] = frozenset()
     """GPU and RDMA extended resources the pool's nodes advertise (its stack, MIG profiles, RDMA, ``offers``)."""
+    dra_classes: frozenset[str] | None = frozenset()
+    """DeviceClasses the pool's DRA driver serves (its ``dra:`` block and ``dra.serves``); ``None`` when
+    the policy says nowhere which pools serve DRA, so any pool may serve any class."""
+    dra_kinds: frozenset[tuple[str, str]] = frozenset()
+    """(driver, kind) of the classes it serves: another class of the same driver and kind (a per-profile
+    MIG class next to ``mig.nvidia.com``) selects the same devices, so the pool may serve it too."""
+    dra_patterns: tuple[str, ...] = ()  # ".suffix" of ``*.suffix`` entries in ``dra.serves``
+
+    def serves_class(self, name: str, driver: str, kind: str) -> bool:
+        """The pool's nodes may serve a claim on DeviceClass ``name`` (over-approximated: never less)."""
+        if self.dra_classes is None or name in self.dra_classes:
+            return True
+        if driver and (driver, kind) in self.dra_kinds:
+            return True
+        return any(name.endswith(suffix) for suffix in self.dra_patterns)
 
     @property
     def isolation(self) -> tuple[Isolation, ...]:
@@ -156,6 +171,30 @@ def _offers(pool: Pool, profiles: tuple[Profile, ...]) -> frozenset[str]:
     if pool.rdma is not None and pool.rdma.resource is not None:
         out.add(pool.rdma.resource.name)
     return frozenset(out)
+
+
+def _with_dra_reach(pools: dict[str, CompiledPool], dra: DraCatalogue) -> dict[str, CompiledPool]:
+    """Each pool with what its DRA driver serves, for the reachability model.
+
+    A pool with a ``dra:`` block serves its classes and ``serves`` (and the extended resources those
+    classes map, KEP-5004); a pool without one serves none, once any pool of the policy says where DRA
+    runs. A policy that names no DRA pool at all says nothing about it: every pool may serve every
+    class (unknown reads as "can match")."""
+    if not dra.pool_classes:
+        return {n: replace(p, dra_classes=None) for n, p in pools.items()}
+    out = {}
+    for name, pool in pools.items():
+        listed = dra.pool_classes.get(name, frozenset())
+        exact = frozenset(c for c in listed if not c.startswith("*."))
+        infos = [info for info in (dra.lookup(c) for c in exact) if info is not None]
+        out[name] = replace(
+            pool,
+            dra_classes=exact,
+            dra_kinds=frozenset((i.driver, i.kind.value) for i in infos if i.driver),
+            dra_patterns=tuple(c[1:] for c in listed if c.startswith("*.")),
+            offers=pool.offers | frozenset(i.extended for i in infos if i.extended),
+        )
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,6 +311,7 @@ class Policy:
             spec,
             {n: (p.gpu.memory, tuple((pr.name, pr.memory) for pr in p.profiles if pr.plain)) for n, p in pools.items()},
         )
+        pools = _with_dra_reach(pools, dra)
         return cls(
             spec=spec,
             settings=settings,

@@ -245,6 +245,9 @@ def placement_missing(ctx: Context) -> Iterable[Finding]:
                 "create it again",
                 state.class_name,
             )
+        if res is not None and res.claim is not None:
+            yield from _claim_missing(state, what, cause)
+            continue
         if res is None or not res.resources:
             continue
         target = state.target()
@@ -262,6 +265,43 @@ def placement_missing(ctx: Context) -> Iterable[Finding]:
                 f"container {c.get('name')!r} lacks {', '.join(missing)}, but the {what}: {cause}; create it again",
                 state.class_name,
             )
+
+
+def _claim_missing(state: TemplateState, what: str, cause: str) -> Iterable[Finding]:
+    """A DRA pool's devices are the claim on the platform's template: the pod entry and the GPU
+    container's reference must both be stored (without them the pod runs with no GPU at all, or
+    with whatever claim took the name)."""
+    res = state.resolution
+    assert res is not None and res.claim is not None
+    spec = state.tpl.spec
+    entries = spec.get("resourceClaims") if isinstance(spec.get("resourceClaims"), list) else []
+    ours = any(
+        isinstance(e, dict) and e.get("name") == res.claim_name and e.get("resourceClaimTemplateName") == res.claim.name
+        for e in entries
+    )
+    if not ours:
+        yield Finding(
+            "placement-missing",
+            state.tpl.dotted("spec", "resourceClaims"),
+            f"resourceClaims lacks {{name: {res.claim_name}, resourceClaimTemplateName: {res.claim.name}}}, "
+            f"but the {what}: {cause}; create it again",
+            state.class_name,
+        )
+    target = state.target()
+    if target is None:
+        return
+    group, index = target
+    c = spec[group][index]
+    r = c.get("resources") if isinstance(c.get("resources"), dict) else {}
+    used = r.get("claims") if isinstance(r.get("claims"), list) else []
+    if not any(isinstance(u, dict) and u.get("name") == res.claim_name for u in used):
+        yield Finding(
+            "placement-missing",
+            state.tpl.dotted("spec", group, index, "resources", "claims"),
+            f"container {c.get('name')!r} lacks resources.claims {{name: {res.claim_name}}} (its claim on "
+            f"{res.claim.name}), but the {what}: {cause}; create it again",
+            state.class_name,
+        )
 
 
 def _same(have: object, want: str) -> bool:

@@ -8,6 +8,7 @@ from fractions import Fraction
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
 from webhook.engine.resources import HAMI, MIG, SHARED, UNRESOLVED, WHOLE, ContainerResources
+from webhook.engine.rules.claims import claim_profiles
 from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.policy.compiled import CompiledPool
 from webhook.policy.model import Isolation
@@ -116,6 +117,8 @@ def judged_pool(ctx: Context, state: TemplateState) -> CompiledPool | None:
 def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
     policy = ctx.policy
     for state in ctx.states:
+        if state.judged.claims:
+            yield from claim_profiles(ctx, state)  # DRA claims: webhook.engine.rules.claims
         pool = judged_pool(ctx, state)
         for c in state.judged.containers:
             for key, fam in c.families.items():
