@@ -501,7 +501,9 @@ def test_a_privileged_class_pod_on_a_hami_pool(stacks):
 
 
 def test_the_same_pod_on_a_whole_gpu_pool_is_not_a_slice(stacks):
-    assert "privileged-gpu" not in rules(run(stacks, _raw("whole", {"nvidia.com/gpu": "1"}, privileged=True)))
+    # privileged in any GPU pod is privileged-gpu (it sees the node's other cards), but not a shared slice
+    v = violation(run(stacks, _raw("whole", {"nvidia.com/gpu": "1"}, privileged=True)), "privileged-gpu")
+    assert "on pool whole" in v.message and "shared" not in v.message
 
 
 @pytest.mark.parametrize("pool_label", ["hami", "slices"])

@@ -187,7 +187,6 @@ def test_properly_mutated_pods_pass_validation(policy):
 # --- item 5: privileged-gpu is pod-scoped ----------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=False, reason="issue 11: lands in the next step")
 @pytest.mark.parametrize(
     ("where", "make"),
     [

@@ -374,9 +374,12 @@ def test_privileged_container_with_a_mig_slice(policy):
     assert v.path == "spec.containers[0].securityContext.privileged" and "see every GPU" in v.message
 
 
-def test_privileged_with_whole_gpus_is_allowed(policy):
+def test_privileged_with_whole_gpus_is_denied_too(policy):
+    # it was allowed: a privileged container sees every card of the node, not only its grant (issue 11)
     c = container(securityContext={"privileged": True})
-    assert "privileged-gpu" not in rules(run(policy, pod(intent("training", gpus=8), [c]), training=True))
+    d = run(policy, pod(intent("training", gpus=4), [c]), training=True)
+    assert violation(d, "privileged-gpu").path == "spec.containers[0].securityContext.privileged"
+    assert "privileged-gpu" not in rules(run(policy, pod(intent("training", gpus=4)), training=True))
 
 
 def test_node_name_set(policy):

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine import mutations
+from webhook.engine import mutations, reach
 from webhook.engine.claims import ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.deadline import check as past_deadline
 from webhook.engine.decision import Action, Decision, Placement, Violation, WasteReport
+from webhook.engine.device_reach import exposed_pools, has_trigger
 from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.mutations import gang as gang_step
 from webhook.engine.patch import PatchBuilder
@@ -131,7 +132,11 @@ def evaluate(
         if s.intent is not None or s.resources.has_gpu:
             break
     else:
-        if not stranded and (states or not _labelled(policy, meta)):  # a labelled workload with no template is judged
+        if (
+            not stranded
+            and (states or not _labelled(policy, meta))  # a labelled workload with no template is judged
+            and not _reaches_sliced_devices(policy, states, cluster)
+        ):
             return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
 
     ctx = Context(
@@ -260,6 +265,18 @@ def _placements(states: list[TemplateState]) -> tuple[Placement, ...]:
         for s in states
         if s.resolution is not None
     )
+
+
+def _reaches_sliced_devices(policy: Policy, states: list[TemplateState], cluster: Cluster) -> bool:
+    """A CPU-only template is GPU-relevant when a container has a way past the device grant and the
+    template can be scheduled onto a pool of shared or sliced cards (``privileged-gpu``; what
+    ``privilegedGPUPools`` covers). Templates without a trigger never pay for the reach computation."""
+    for s in states:
+        if has_trigger(s.tpl.spec):
+            exposed = exposed_pools(policy)
+            if exposed and reach.reachable(policy, reach.placement(s.tpl.spec, s.resources), cluster.nodes) & exposed:
+                return True
+    return False
 
 
 def _mentions_gpu(policy: Policy, obj: Any) -> bool:

@@ -9,9 +9,9 @@ read the pool's stack through these functions.
 
 from __future__ import annotations
 
-from webhook.engine.resources import SHARED, WHOLE
+from webhook.engine.resources import HAMI_KEYS, SHARED, WHOLE
 from webhook.policy.compiled import CompiledPool
-from webhook.policy.model import SharingProvider
+from webhook.policy.model import Isolation, SharingProvider
 
 
 def whole_name_is_slice(pool: CompiledPool) -> bool:
@@ -28,6 +28,16 @@ def cards_shared(pool: CompiledPool) -> bool:
     """The pool's cards are shared between pods (any sharing stack): a container that reaches the
     devices directly sees slices other pods hold."""
     return pool.spec.sharing is not None
+
+
+def cards_sliced(pool: CompiledPool) -> bool:
+    """The pool's cards may be split between pods: MIG partitions, a sharing stack, or DRA classes
+    for MIG or shared devices. A container that reaches the node's devices directly there sees
+    slices other pods hold (``privileged-gpu`` judges CPU-only pods that can reach such a pool)."""
+    if cards_shared(pool) or {Isolation.MIG, Isolation.SHARED} & set(pool.spec.isolation):
+        return True
+    sliced = ("nvidia.com/gpu.shared", *HAMI_KEYS)
+    return any(r.startswith("nvidia.com/mig-") or r in sliced for r in pool.spec.offers)
 
 
 def families_on(pool: CompiledPool | None, families: frozenset[str]) -> frozenset[str]:

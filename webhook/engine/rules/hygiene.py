@@ -1,13 +1,13 @@
-"""Rules that keep GPU pods honest: no privileged slices, declared intent, Guaranteed inference."""
+"""Rules that keep GPU pods honest: no reach past the device grant, declared intent, Guaranteed inference."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.context import Context, Finding
+from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
-from webhook.engine.pool_stack import cards_shared, families_on
-from webhook.engine.resources import SLICED
+from webhook.engine.device_reach import exposed_pools, triggers
+from webhook.engine.pool_stack import cards_shared, cards_sliced
 from webhook.engine.rules.registry import rule
 from webhook.engine.rules.resources import judged_pool
 from webhook.policy.model import QoS
@@ -15,26 +15,50 @@ from webhook.quantity import QuantityError, parse_quantity
 
 
 @rule(
-    "privileged-gpu", Action.DENY, "a privileged container in a pod with MIG/shared GPUs (it sees every GPU)"
+    "privileged-gpu",
+    Action.DENY,
+    "a container of any kind (init, sidecar, ephemeral) that can reach GPU devices beyond its grant (privileged, "
+    "SYS_ADMIN/ALL, hostPath /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES env) in a pod holding GPUs "
+    "or able to reach a pool of shared/sliced cards",
 )
 def privileged_gpu(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
-        pod = state.judged
-        # the pool's stack decides what a device is: nvidia.com/gpu on a HAMi pool is a slice
-        pool = judged_pool(ctx, state) if pod.gpu_families else None
-        shared_pool = pool is not None and cards_shared(pool)
-        if not (families_on(pool, pod.gpu_families) & SLICED or shared_pool):
-            continue  # an unresolved claim may be a slice: judged as one (it is in SLICED)
-        where = f"on pool {pool.name}, whose cards are shared" if shared_pool and pool else "with a GPU slice"
-        for c in pod.containers:
-            if c.privileged:
-                yield Finding(
-                    "privileged-gpu",
-                    state.view.dotted("spec", c.group, c.index, "securityContext", "privileged"),
-                    f"container {c.name!r} is privileged in a pod {where}: it would see every GPU "
-                    "on the node; drop privileged (add only the capabilities it needs)",
-                    state.class_name,
-                )
+        found = list(triggers(state.view.spec))
+        if not found:
+            continue  # the usual case: no reachability computed
+        where = _device_scope(ctx, state)
+        if where is None:
+            continue
+        for t in found:
+            yield Finding(
+                "privileged-gpu",
+                state.view.dotted("spec", t.group, t.index, *t.path),
+                f"{t.role} {t.name!r} {t.what} {where}: it would see every GPU on the node, not only the pod's "
+                f"grant; {t.fix}",
+                state.class_name,
+            )
+
+
+def _device_scope(ctx: Context, state: TemplateState) -> str | None:
+    """Why device reach matters for this template, or None when it does not: the pod holds GPU devices
+    (device plugin, DRA claims, an unresolved claim, a workload class), or it can be scheduled onto a
+    pool of shared or sliced cards (every GPU pool with ``settings.privilegedGPUPools: all``)."""
+    if state.intent is not None or state.judged.has_gpu:
+        pool = judged_pool(ctx, state)
+        if pool is None:
+            return "in a pod holding GPUs"
+        cards = ", whose cards are shared" if cards_shared(pool) else ""
+        cards = cards or (", whose cards are sliced" if cards_sliced(pool) else "")
+        return f"in a pod holding GPUs on pool {pool.name}{cards}"
+    exposed = exposed_pools(ctx.policy)
+    if not exposed:
+        return None
+    reached = ctx.reach(state) & exposed
+    if not reached:
+        return None
+    first = next(n for n in ctx.policy.pools if n in reached)  # policy order: stable messages
+    kind = "a GPU pool" if ctx.policy.settings.privileged_gpu_pools == "all" else "a pool of sliced cards"
+    return f"in a pod that can be scheduled onto {kind} ({first})"
 
 
 @rule("raw-gpu-request", Action.WARN, "GPU resources with no workload label")

@@ -1,0 +1,182 @@
+"""Ways a container reaches GPU devices beyond what its device plugin or claim gave it (``privileged-gpu``).
+
+The kubelet and the NVIDIA container toolkit hand a container the device nodes of its grant. Each
+*trigger* below gets past that, and on a node whose cards are sliced (MIG, HAMi, cGPU, time-slicing)
+the devices past the grant are other tenants' slices:
+
+- ``securityContext.privileged: true``: the runtime gives the container every device node of the host;
+- ``capabilities.add`` with ``SYS_ADMIN`` or ``ALL``: enough to mount or reconfigure devices. Container
+  runtimes accept ``CAP_SYS_ADMIN`` and any case, so the comparison drops a ``CAP_`` prefix and case;
+- a ``hostPath`` volume at or under ``/dev``, or an ancestor of it (``/``), that the container mounts
+  (``volumeMounts``) or uses as a block device (``volumeDevices``). The path is normalised first
+  (``//dev``, ``/dev/``, ``/dev/../dev/nvidia0``, a relative path read from ``/``);
+- ``NVIDIA_VISIBLE_DEVICES`` / ``NVIDIA_DRIVER_CAPABILITIES`` with a value other than ``none``/``void``:
+  the toolkit honours them in unprivileged containers by default. The value the container gets is the
+  kubelet's: the last ``env`` entry of that name, else whatever an ``envFrom`` source supplies. A
+  ``valueFrom`` cannot be seen at admission and counts; an ``envFrom`` ConfigMap/Secret counts unless
+  its non-empty ``prefix`` cannot begin either name (``prefix: APP_`` cannot spell ``NVIDIA_...``).
+
+Every container counts: regular, init, native sidecar (an init container with ``restartPolicy:
+Always``) and ephemeral (``kubectl debug``, through ``pods/ephemeralcontainers``).
+
+Which pods the rule judges is decided elsewhere (``rules/hygiene.py``): a pod with no trigger never
+needs the reachability computation, so :func:`has_trigger` is the cheap gate in front of it.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from webhook.engine.pool_stack import cards_sliced
+from webhook.policy.compiled import Policy
+
+TOOLKIT_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+HARMLESS = frozenset({"none", "void"})
+CAPABILITIES = frozenset({"SYS_ADMIN", "ALL"})
+
+
+@dataclass(frozen=True, slots=True)
+class Trigger:
+    """One way past the device grant, in one container."""
+
+    group: str  # "containers" | "initContainers" | "ephemeralContainers"
+    index: int
+    name: str  # the container's name
+    role: str  # "container" | "init container" | "sidecar container" | "ephemeral container"
+    path: tuple[str | int, ...]  # field path inside the container
+    what: str  # "is privileged", "adds capability CAP_SYS_ADMIN", ...
+    fix: str
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def reaches_dev(path: Any) -> bool:
+    """A host path at or under ``/dev``, or an ancestor of it, once normalised."""
+    if not isinstance(path, str):
+        return False
+    norm = posixpath.normpath("/" + path.lstrip("/"))  # "//dev" is "/dev"; relative is read from "/"
+    return norm in ("/", "/dev") or norm.startswith("/dev/")
+
+
+def dev_volumes(spec: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
+    """The pod's hostPath volumes that reach ``/dev``: name -> (index in ``spec.volumes``, host path)."""
+    out: dict[str, tuple[int, str]] = {}
+    for i, v in enumerate(_list(spec.get("volumes"))):
+        if isinstance(v, dict):
+            host = v.get("hostPath")
+            if isinstance(host, dict) and reaches_dev(host.get("path")) and isinstance(v.get("name"), str):
+                out[v["name"]] = (i, host["path"])
+    return out
+
+
+Found = Iterator[tuple[tuple[str | int, ...], str, str]]  # (path inside the container, what, fix)
+
+
+def _role(group: str, container: Mapping[str, Any]) -> str:
+    if group == "containers":
+        return "container"
+    if group == "ephemeralContainers":
+        return "ephemeral container"
+    return "sidecar container" if container.get("restartPolicy") == "Always" else "init container"
+
+
+def _security(c: Mapping[str, Any]) -> Found:
+    sc = c.get("securityContext")
+    if not isinstance(sc, dict):
+        return
+    if sc.get("privileged") is True:
+        yield ("securityContext", "privileged"), "is privileged", "drop privileged (add only the capabilities it needs)"
+    caps = sc.get("capabilities")
+    for i, cap in enumerate(_list(caps.get("add")) if isinstance(caps, dict) else ()):
+        if isinstance(cap, str) and cap.strip().upper().removeprefix("CAP_") in CAPABILITIES:
+            yield (
+                ("securityContext", "capabilities", "add", i),
+                f"adds capability {cap}",
+                f"remove {cap} from capabilities.add (add only the narrow capabilities it needs)",
+            )
+
+
+def _mounts(c: Mapping[str, Any], volumes: dict[str, tuple[int, str]]) -> Found:
+    for field in ("volumeMounts", "volumeDevices"):
+        for i, m in enumerate(_list(c.get(field))):
+            if isinstance(m, dict) and m.get("name") in volumes:
+                index, host = volumes[m["name"]]
+                yield (
+                    (field, i),
+                    f"uses hostPath volume {m['name']!r} (spec.volumes[{index}], host {host!r}, which reaches /dev)",
+                    "remove the hostPath volume (ask for devices through resources or a resource claim)",
+                )
+
+
+def _env(c: Mapping[str, Any]) -> Found:
+    last: dict[str, tuple[int, dict[str, Any]]] = {}
+    for i, e in enumerate(_list(c.get("env"))):
+        if isinstance(e, dict) and e.get("name") in TOOLKIT_ENV:
+            last[e["name"]] = (i, e)  # the kubelet keeps the last definition of a name
+    fix = "set it to none or remove it (the device plugin sets what the container was given)"
+    for name in TOOLKIT_ENV:
+        if name in last:
+            i, e = last[name]
+            if e.get("valueFrom") is not None:
+                yield ("env", i), f"sets {name} from valueFrom (a value admission cannot see)", fix
+            elif e.get("value") not in HARMLESS:
+                yield ("env", i), f"sets {name}={e.get('value')!s}", fix
+            continue
+        for i, source in enumerate(_list(c.get("envFrom"))):  # env wins over envFrom: only unset names
+            if not isinstance(source, dict):
+                continue
+            prefix = source.get("prefix")
+            prefix = prefix if isinstance(prefix, str) else ""
+            if name.startswith(prefix):  # "" is a prefix of everything
+                ref = source.get("configMapRef") or source.get("secretRef")
+                what = "ConfigMap" if source.get("configMapRef") else "Secret"
+                ref_name = ref.get("name") if isinstance(ref, dict) else None
+                yield (
+                    ("envFrom", i),
+                    f"imports {what} {ref_name!r}"
+                    + (f" with prefix {prefix!r}" if prefix else " unprefixed")
+                    + f", which may set {name}",
+                    f"give envFrom a prefix that cannot begin {name}, or set {name}=none in env",
+                )
+                break
+
+
+def container_triggers(
+    group: str, index: int, c: Mapping[str, Any], volumes: dict[str, tuple[int, str]]
+) -> Iterator[Trigger]:
+    name = c.get("name") if isinstance(c.get("name"), str) else ""
+    role = _role(group, c)
+    for source in (_security(c), _mounts(c, volumes) if volumes else (), _env(c)):
+        for path, what, fix in source:
+            yield Trigger(group, index, name, role, path, what, fix)
+
+
+def triggers(spec: Mapping[str, Any]) -> Iterator[Trigger]:
+    """Every trigger in every container of a pod spec, containers before init before ephemeral."""
+    volumes = dev_volumes(spec)
+    for group in ("containers", "initContainers", "ephemeralContainers"):
+        for index, c in enumerate(_list(spec.get(group))):
+            if isinstance(c, dict):
+                yield from container_triggers(group, index, c, volumes)
+
+
+def has_trigger(spec: Mapping[str, Any]) -> bool:
+    """Any container of ``spec`` has a trigger (the gate before any reachability computation)."""
+    return next(triggers(spec), None) is not None
+
+
+def exposed_pools(policy: Policy) -> frozenset[str]:
+    """Pools a CPU-only pod with a trigger must not be able to reach: those whose cards are shared or
+    sliced, or every GPU pool with ``settings.privilegedGPUPools: all``."""
+
+    def compute() -> frozenset[str]:
+        if policy.settings.privileged_gpu_pools == "all":
+            return frozenset(policy.pools)
+        return frozenset(n for n, p in policy.pools.items() if cards_sliced(p))
+
+    return policy.recall(("privileged-gpu", "exposed-pools"), compute)
