@@ -511,6 +511,12 @@ class Settings(Model):
         alias="privilegedGPUPools",
         description="privileged-gpu judges pods that can reach pools of shared/sliced cards, or every GPU pool",
     )
+    platform_group: str = Field(
+        "gpu-admission:platform",
+        min_length=1,
+        max_length=253,
+        description="the group whose members may set, change or remove the namespace labels the policy selects on",
+    )
     gpu_resource_prefixes: tuple[str, ...] = Field(
         alias="gpuResourcePrefixes",
         default=(

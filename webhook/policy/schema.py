@@ -193,6 +193,12 @@ FIELDS: dict[str, dict[str, Any]] = {
             "(MIG or shared cards) or `all` GPU pools",
             "privilegedGPUPools: sliced",
         ),
+        "platformGroup": (
+            "the group whose members may set, change or remove the namespace labels that entitlements, "
+            "exemptions and per-namespace actions select on (`policy render` emits the "
+            "ValidatingAdmissionPolicy that enforces it; `system:masters` may too)",
+            "platformGroup: gpu-admission:platform",
+        ),
         "gpuResourcePrefixes": (
             "extended resource names (prefix match) that count as GPUs",
             "gpuResourcePrefixes: [nvidia.com/gpu, nvidia.com/mig-, aliyun.com/gpu]",

@@ -51,13 +51,14 @@ Renderer = Callable[[Policy, RenderOptions], list[K8sObject]]
 
 
 def _renderers() -> list[tuple[str, Renderer]]:
-    from webhook.render import claimtemplates, configmap, networkpolicy, priorityclasses, webhooks
+    from webhook.render import claimtemplates, configmap, label_guard, networkpolicy, priorityclasses, webhooks
 
     return [
         ("policy-configmap", configmap.render),
         ("priority-classes", priorityclasses.render),
         ("claim-templates", claimtemplates.render),
         ("network-policy", networkpolicy.render),
+        ("namespace-label-guard", label_guard.render),
         ("mutating-webhook", webhooks.render_mutating),
         ("validating-webhook", webhooks.render_validating),
     ]
