@@ -116,7 +116,7 @@ def test_a_policy_that_selects_on_no_label_renders_no_guard(tmp_path: Path):
 
 
 def test_platform_group_comes_from_the_policy(tmp_path: Path):
-    text = DEFAULT_TEXT.replace("platformGroup: gpu-admission:platform", "platformGroup: acme:gpu-admins")
+    text = DEFAULT_TEXT.replace("    failure: allow ", "    platformGroup: acme:gpu-admins\n    failure: allow ", 1)
     assert text != DEFAULT_TEXT
     (tmp_path / "p.yaml").write_text(text)
     guard = guard_of(render_policy(load_policy(tmp_path)))
