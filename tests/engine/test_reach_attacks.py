@@ -123,6 +123,66 @@ def test_raw_daemonset_reaches_every_pool_it_tolerates(policy):
     assert "pool-spoofing" not in rules(evaluate(policy, ok, namespace="team-a", namespace_labels=SERVING))
 
 
+# found by the scheduler oracle (tests/oracle): Kubernetes 1.35's TaintTolerationComparisonOperators lets a
+# toleration compare numerically (operator Gt/Lt); the reach model read them as tolerating nothing, so a
+# pod that is not pinned (a DaemonSet's, or one claiming a DaemonSet owner, which anyone may write) kept
+# a way onto a pool whose taint value is numeric or not fixed by the policy.
+GT_TOLERATION = [{"key": "nvidia.com/gpu", "operator": "Gt", "value": "3", "effect": "NoSchedule"}]
+SANDBOX = {"gpu-admission.io/tier": "sandbox"}  # entitled to dev-cgpu only
+FAKE_DAEMONSET_OWNER = [
+    {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "name": "fake",
+        "uid": "0d5e7d4e-0000-4000-8000-00000000dead",
+        "controller": True,
+    }
+]
+
+
+def test_numeric_toleration_operator_reaches_a_pool_from_a_daemonset(policy):
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "gpu-burn"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "burn"}},
+            "template": {
+                "metadata": {"labels": {"app": "burn"}},
+                "spec": {"tolerations": GT_TOLERATION, "containers": [container(limits=GPU1)]},
+            },
+        },
+    }
+    d = evaluate(policy, ds, namespace="team-a", namespace_labels=SANDBOX)
+    v = violation(d, "pool-spoofing")
+    assert "infer-a100" in v.message and not d.allowed
+
+
+def test_numeric_toleration_operator_on_a_pod_claiming_a_daemonset_owner(policy):
+    obj = pod({"ownerReferences": FAKE_DAEMONSET_OWNER}, [container(limits=GPU1)], tolerations=GT_TOLERATION)
+    d, _ = admit(policy, obj, labels=SANDBOX)
+    assert not d.allowed and "pool-spoofing" in rules(d)
+
+
+def test_numeric_toleration_operator_against_known_nodes(policy):
+    from webhook.engine.cluster import Cluster
+
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "a100-1", "labels": {"workload": "gpu-infer"}},
+        "spec": {"taints": [{"key": "nvidia.com/gpu", "value": "5", "effect": "NoSchedule"}]},
+        "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+    }
+    obj = pod({"ownerReferences": FAKE_DAEMONSET_OWNER}, [container(limits=GPU1)], tolerations=GT_TOLERATION)
+    d, _ = admit(policy, obj, labels=SANDBOX, cluster=Cluster(nodes=(node,)))
+    assert not d.allowed and "pool-spoofing" in rules(d)
+    above = [{**GT_TOLERATION[0], "value": "5"}]  # 5 > 5 is false: this toleration does not tolerate the node
+    obj = pod({"ownerReferences": FAKE_DAEMONSET_OWNER}, [container(limits=GPU1)], tolerations=above)
+    d, _ = admit(policy, obj, labels=SANDBOX, cluster=Cluster(nodes=(node,)))
+    assert "pool-spoofing" not in rules(d), [v.render() for v in d.violations]
+
+
 def test_class_pod_with_blanket_toleration_stays_on_its_pool(policy):
     # the mutation pins workload=gpu-infer: the blanket toleration no longer reaches train-h100
     d, stored = admit(policy, pod(intent("inference", gpu_memory="4Gi"), tolerations=BLANKET))

@@ -7,8 +7,9 @@ selector. A pool is known by the labels it fixes (its ``nodeSelector``), the tai
 A template reaches a pool when:
 
 - TaintToleration: every ``NoSchedule``/``NoExecute`` taint is tolerated (an empty key with ``Exists``
-  tolerates every taint, an empty effect every effect, ``Equal`` compares values; a taint value or
-  effect the policy leaves open matches);
+  tolerates every taint, an empty effect every effect, ``Equal`` compares values, ``Gt``/``Lt`` compare
+  them as integers (1.35's TaintTolerationComparisonOperators); a taint value or effect the policy
+  leaves open matches);
 - NodeAffinity: no ``nodeSelector`` entry and not every required term is contradicted by the labels the
   pool fixes; a requirement on a label or field the pool does not fix (hostname, ``metadata.name``)
   can match, preferred terms never restrict;
@@ -26,6 +27,7 @@ reach than the scheduler, never less.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -150,7 +152,26 @@ def tolerates(tol: Toleration, key: str, value: str | None, effect: str | None) 
         return True
     if op == "Equal":
         return value is None or (t_value or "") == value
+    if op in ("Gt", "Lt"):  # TaintTolerationComparisonOperators (1.35): the values compared as int64
+        bound = _int64(t_value or "")
+        if bound is None:
+            return False  # compares with nothing (the apiserver rejects it)
+        if value is None:
+            return True  # a taint value the policy leaves open may be any number
+        have = _int64(value)
+        return have is not None and (have > bound if op == "Gt" else have < bound)
     return False
+
+
+_INT64 = re.compile(r"[+-]?[0-9]+")
+
+
+def _int64(text: str) -> int | None:
+    """``strconv.ParseInt(text, 10, 64)``: ASCII digits only (``int`` also takes other scripts' digits and spaces)."""
+    if not _INT64.fullmatch(text):
+        return None
+    number = int(text)
+    return number if -(2**63) <= number < 2**63 else None
 
 
 def untolerated(taints: Iterable[tuple[str, str | None, str | None]], tolerations: tuple[Toleration, ...]):
