@@ -13,11 +13,12 @@ import pytest
 import yaml
 
 from tests.conftest import CORPUS, need_shared
-from tests.engine.helpers import container, intent, pod, rules, run, violation
+from tests.engine.helpers import container, intent, pod, rules, run, vcjob, violation
 from webhook.engine import evaluate
 from webhook.engine.claims import ClaimResolver, cluster_entry
 from webhook.engine.cluster import Cluster
 from webhook.engine.resources import MIG, SHARED, UNRESOLVED, WHOLE, inspect_pod
+from webhook.engine.workload import classify, templates
 
 NS = "team-a"
 
@@ -66,13 +67,19 @@ def devices(policy, obj: dict, cluster: Cluster):
 # --- the corpus ------------------------------------------------------------------------------------
 
 DRA_FILES = {
-    # file -> {pod name: (families, devices)}
-    "k8s-dra-driver-gpu/gpu-test2.yaml": {"pod": ({WHOLE}, 1)},
-    "k8s-dra-driver-gpu/v1beta1-gpu-test1.yaml": {"pod1": ({WHOLE}, 1), "pod2": ({WHOLE}, 1)},
-    "k8s-dra-driver-gpu/mig-1g-12gb.yaml": {"mig-1g12gb-pod": ({MIG}, 1)},
-    "kueue/sample-dra-counter-job.yaml": {None: ({UNRESOLVED}, 0)},
-    "kai-scheduler/gpu-imex-pod.yaml": {"gpu-imex-pod": ({WHOLE}, 1)},
+    # file -> {workload name: [(families, devices) per pod template]}
+    "k8s-dra-driver-gpu/gpu-test2.yaml": {"pod": [({WHOLE}, 1)]},
+    "k8s-dra-driver-gpu/v1beta1-gpu-test1.yaml": {"pod1": [({WHOLE}, 1)], "pod2": [({WHOLE}, 1)]},
+    "k8s-dra-driver-gpu/mig-1g-12gb.yaml": {"mig-1g12gb-pod": [({MIG}, 1)]},
+    # an MPIJob: the launcher holds nothing, each worker 2 device-plugin GPUs and an IMEX channel claim
+    # (a ComputeDomain in the file stands for its channel template: resolved, and not a GPU)
+    "k8s-dra-driver-gpu/nvbandwidth-test-job-1.yaml": {"nvbandwidth-test-1": [(set(), 0), ({WHOLE}, 2)]},
+    "kueue/sample-dra-counter-job.yaml": {None: [({UNRESOLVED}, 0)]},
+    "kai-scheduler/gpu-imex-pod.yaml": {"gpu-imex-pod": [({WHOLE}, 1)]},
+    # a JobSet whose template (gpu-claim-template) the file does not include: a GPU pod nobody can size
+    "jobset/dra-jobset.yaml": {"training-job": [({UNRESOLVED}, 0)]},
 }
+"""Every DRA manifest of the corpus (``test_every_dra_manifest_of_the_corpus_is_listed`` keeps it so)."""
 
 
 def _documents(path: Path) -> list[dict]:
@@ -88,18 +95,34 @@ def test_corpus_dra_pods_are_recognised_with_their_devices(policy, name):
     found = {}
     for doc in docs:
         decision = evaluate(policy, doc, cluster=cluster)
-        if doc["kind"] in ("Pod", "Job"):
-            assert decision.relevant, f"{name}: {doc['kind']} not recognised as a GPU workload"
-            spec = doc["spec"] if doc["kind"] == "Pod" else doc["spec"]["template"]["spec"]
-            ns = doc["metadata"].get("namespace", "default")
+        kind = classify(doc, policy)
+        if kind is None or cluster_entry(doc) is not None:
+            assert not decision.relevant, f"{name}: {doc['kind']} is cluster context, not a workload"
+            continue
+        assert decision.relevant, f"{name}: {doc['kind']} not recognised as a GPU workload"
+        ns = doc["metadata"].get("namespace", "default")
+        pods = []
+        for tpl in templates(doc, kind):
             pod_devices = inspect_pod(
-                spec,
+                tpl.spec,
                 gpu_prefixes=policy.gpu_prefixes,
                 rdma=policy.rdma_resources,
                 claims=ClaimResolver(policy, cluster, ns),
             )
-            found[doc["metadata"].get("name")] = (set(pod_devices.gpu_families), pod_devices.effective_devices())
+            pods.append((set(pod_devices.gpu_families), pod_devices.effective_devices()))
+        found[doc["metadata"].get("name")] = pods
     assert found == DRA_FILES[name]
+
+
+def test_every_dra_manifest_of_the_corpus_is_listed():
+    """A DRA manifest added to the corpus must be added to the recognition test above."""
+    corpus = need_shared(CORPUS)
+    dra = {
+        str(p.relative_to(corpus))
+        for p in corpus.rglob("*.yaml")
+        if "resourceClaims" in p.read_text(errors="replace") or "resource.k8s.io/" in p.read_text(errors="replace")
+    }
+    assert dra == set(DRA_FILES)
 
 
 def test_corpus_dra_kinds_cover_v1_and_v1beta1_and_device_classes():
@@ -382,3 +405,88 @@ def test_a_pod_mixing_a_device_plugin_gpu_and_a_claim_counts_both(policy):
     decision = run(policy, obj, cluster=cluster, training=True)
     v = violation(decision, "gpu-count-exceeded")
     assert "9 GPUs per pod" in v.message
+
+
+# --- shared ResourceClaims and what each container gets --------------------------------------------
+
+
+def resource_claim(name: str, *requests: dict, ns: str = NS) -> dict:
+    return {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"devices": {"requests": list(requests)}},
+    }
+
+
+def test_a_shared_resource_claim_resolves_and_counts_once_per_pod(policy):
+    # two pods (or two containers) naming one ResourceClaim share its devices (time-slicing/MPS in the
+    # NVIDIA driver): the pod holds the claim's 2 GPUs, not 2 per container
+    cluster = cluster_of(resource_claim("shared-pair", exactly("gpu.nvidia.com", count=2)))
+    entry = [{"name": "pair", "resourceClaimName": "shared-pair"}]
+    ctrs = [
+        container("a", resources={"claims": [{"name": "pair"}]}),
+        container("b", resources={"claims": [{"name": "pair"}]}),
+    ]
+    pd = devices(policy, pod(None, ctrs, resourceClaims=entry), cluster)
+    assert pd.gpu_families == {WHOLE} and pd.effective_devices() == 2
+    a, b = pd.containers
+    assert pd.claim_devices_of(a) == pd.claim_devices_of(b) == 2
+    assert pd.claim_families_of(a) == {WHOLE}
+    missing = devices(policy, pod(None, ctrs, resourceClaims=entry), Cluster())
+    assert missing.claims[0].unresolved == "ResourceClaim shared-pair not found"
+    v = violation(run(policy, pod(None, ctrs, resourceClaims=entry)), "claim-unresolved")
+    assert "create ResourceClaim shared-pair in team-a first" in v.message
+
+
+def test_each_container_gets_the_requests_it_names(policy):
+    cluster = cluster_of(
+        rct(
+            "mixed",
+            exactly("gpu.nvidia.com", name="big", count=2),
+            exactly("gpu.nvidia.com", name="slice", capacity={"requests": {"memory": "8Gi"}}),
+            FIRST_AVAILABLE["spec"]["spec"]["devices"]["requests"][0],
+        )
+    )
+    ctrs = [
+        container("trainer", resources={"claims": [{"name": "c0", "request": "big"}]}),
+        container("helper", resources={"claims": [{"name": "c0", "request": "slice"}]}),
+        container("either", resources={"claims": [{"name": "c0", "request": "accel"}]}),
+        container("all", resources={"claims": [{"name": "c0"}]}),
+        container("none"),
+    ]
+    pd = devices(policy, claim_pod("mixed", containers=ctrs), cluster)
+    trainer, helper, either, every, none = pd.containers
+    assert pd.claim_devices_of(trainer) == 2 and pd.claim_families_of(trainer) == {WHOLE}
+    assert pd.claim_families_of(helper) == {SHARED} and pd.claim_memory_of(helper) == 8 * 2**30
+    # firstAvailable: the worst case of a MIG 3g.20gb and two whole GPUs
+    assert pd.claim_devices_of(either) == 2 and pd.claim_families_of(either) == {MIG, WHOLE}
+    assert pd.claim_memory_of(either) == 20 * 2**30
+    assert pd.claim_devices_of(every) == 5 and pd.claim_families_of(every) == {WHOLE, SHARED, MIG}
+    assert pd.claim_devices_of(none) == 0 and pd.claim_families_of(none) == frozenset()
+    assert pd.effective_devices() == 5  # one claim, allocated once, whoever uses which request
+
+
+# --- gangs and the waste report read claims too ------------------------------------------------------
+
+
+def test_claimed_gpus_count_in_the_gang_capacity(policy):
+    # 20 training pods x (4 by intent + 4 by claim) = 160 GPUs > train-h100's 16 nodes x 8
+    cluster = cluster_of(rct("four", exactly("gpu.nvidia.com", count=4)))
+    obj = vcjob(intent("training", gpus=4), replicas=20, min_available=20)
+    spec = obj["spec"]["tasks"][0]["template"]["spec"]
+    spec["resourceClaims"] = [{"name": "extra", "resourceClaimTemplateName": "four"}]
+    spec["containers"][0]["resources"] = {"claims": [{"name": "extra"}]}
+    got = run(policy, obj, cluster=cluster, training=True)
+    assert "gang-unschedulable" in rules(got)
+    spec.pop("resourceClaims")
+    spec["containers"][0].pop("resources")
+    assert "gang-unschedulable" not in rules(run(policy, obj, cluster=cluster, training=True))  # 10 nodes
+
+
+def test_the_waste_report_counts_the_translated_claim():
+    from webhook.policy import load_policy
+
+    example = load_policy(Path(__file__).resolve().parents[2] / "examples" / "dra-policy")
+    d = run(example, pod(intent("inference", isolation="exclusive", gpus=2)))
+    assert d.waste is not None and d.waste.devices == 2
