@@ -16,6 +16,7 @@ DRA_FILES = (
     "kueue/sample-dra-counter-job.yaml",
     "kai-scheduler/gpu-imex-pod.yaml",
 )
+MORE_DRA_FILES = ("k8s-dra-driver-gpu/nvbandwidth-test-job-1.yaml", "jobset/dra-jobset.yaml")
 
 POD = """apiVersion: v1
 kind: Pod
@@ -62,6 +63,37 @@ def test_the_corpus_dra_pods_are_gpu_pods(capsys):
     # Kueue's sample uses gpu.example.com, which nobody describes: warned, judged as a GPU
     job = next(r for r in judged if r["kind"] == "Job")
     assert "claim-unresolved" in {v["rule"] for v in job["violations"]}
+
+
+def test_every_corpus_dra_manifest_is_judged_not_skipped(capsys):
+    from tests.engine.test_dra import DRA_FILES as EVERY  # the engine test keeps the list complete
+
+    assert set(DRA_FILES) | set(MORE_DRA_FILES) == set(EVERY)
+    paths = [str(need_shared(CORPUS / f)) for f in MORE_DRA_FILES]
+    _code, report = _json(capsys, *paths)
+    judged = {r["kind"]: r for r in _results(report) if r["status"] != "skipped"}
+    assert {"MPIJob", "JobSet"} <= set(judged), [(r["kind"], r["status"]) for r in _results(report)]
+    # the ComputeDomain in the MPIJob's file resolves the IMEX channel claim; the JobSet's template is
+    # not in the corpus: warned with the fix, and still a GPU workload
+    assert "claim-unresolved" not in {v["rule"] for v in judged["MPIJob"]["violations"]}
+    found = [v for v in judged["JobSet"]["violations"] if v["rule"] == "claim-unresolved"]
+    assert found and "create ResourceClaimTemplate gpu-claim-template in default first" in found[0]["message"]
+
+
+def test_the_documented_context_report_is_what_check_prints(tmp_path, capsys):
+    """docs/ci.md shows the line `check --context` prints for a template missing from the namespace."""
+    from pathlib import Path
+
+    path = tmp_path / "pod.yaml"
+    path.write_text(POD)
+    context = tmp_path / "cluster.yaml"
+    context.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}))
+    code = main(["check", str(path), "--context", str(context), "--fail-on", "warn"])
+    out = capsys.readouterr().out
+    assert code == 1
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "ci.md").read_text()
+    line = next(t for t in docs.splitlines() if t.startswith("[claim-unresolved] create ResourceClaimTemplate"))
+    assert line in out, out
 
 
 def test_a_template_in_the_inputs_resolves_the_claim(tmp_path, capsys):

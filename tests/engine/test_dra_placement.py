@@ -93,7 +93,9 @@ def test_a_whole_gpu_claim_with_a_blanket_toleration_reaches_only_pools_serving_
     # plugin only and amd-mi300 serves gpu.amd.com: the claim can never be allocated there
     d = serving(DENY, claim_pod("whole", tolerations=BLANKET))
     assert spoofed(d) == {"dev-a10"}
-    assert "dev-a10" in violation(d, "pool-spoofing").message
+    v = violation(d, "pool-spoofing")
+    assert "it serves DeviceClass gpu.nvidia.com (the pod's resource claims)" in v.message
+    assert v.path == "spec.tolerations[0]"
 
 
 def test_a_mig_claim_with_a_blanket_toleration_reaches_only_the_mig_pool():
