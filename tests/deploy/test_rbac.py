@@ -54,6 +54,8 @@ def test_no_wildcards_and_no_escalation(rendered):
 def test_webhook_service_account(rendered):
     _, docs = rendered
     webhook = _grants(docs)["gpu-admission"]
+    # namespaces: list/watch feed the label cache; get reads one the cache does not know yet (without it
+    # every namespace created after the cache synced would be denied until the watch delivers it)
     expected = {("cluster", "", "namespaces", v, "") for v in ("get", "list", "watch")}
     expected |= {  # DRA: the claim-template, claim and device-class caches (read-only)
         ("cluster", "resource.k8s.io", r, v, "")

@@ -13,11 +13,14 @@ versions" in https://kubernetes.io/docs/reference/using-api/api-concepts/) that 
   ``too old resource version: RV (OLDEST)``, then the stream ends. A real apiserver may also answer
   the watch request itself with HTTP 410; ``gone_http_once`` emulates that.
 * ``allowWatchBookmarks=true`` -> BOOKMARK events carry only ``metadata.resourceVersion``.
+* ``GET /api/v1/namespaces/NAME`` -> the Namespace as the state holds it now, or ``404`` with a
+  ``Status`` (``reason: NotFound``, ``details.name``), as the apiserver answers a read of one object.
 
 Test controls: ``add``/``modify``/``delete`` record events; ``change_silently`` changes state and
 compacts history (events the client never sees, as after an etcd compaction during a disconnect);
 ``drop_watches`` cuts open watch connections without the terminating chunk (a dropped TCP
-connection); ``fail_lists`` answers the next N lists with 500. Every request's query is recorded.
+connection); ``fail_lists`` answers the next N lists with 500, ``fail_gets`` the next N GETs of one
+object with 503. Every request's query is recorded.
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ class FakeNamespaceAPI:
         self.oldest = self.rv  # watches from an RV below this get 410
         self.requests: list[dict[str, Any]] = []
         self.fail_lists = 0
+        self.fail_gets = 0
         self.gone_http_once = False
         self._generation = 0  # bumped by drop_watches
         self._cond = threading.Condition()
@@ -161,7 +165,12 @@ class FakeNamespaceAPI:
         return [r for r in self.requests if r.get("watch")]
 
     def lists(self) -> list[dict[str, Any]]:
-        return [r for r in self.requests if not r.get("watch")]
+        return [r for r in self.requests if not r.get("watch") and r["path"] == self.path]
+
+    def gets(self) -> list[str]:
+        """Names read one at a time (``GET …/namespaces/NAME``), in order."""
+        prefix = self.path + "/"
+        return [r["path"][len(prefix) :] for r in self.requests if r["path"].startswith(prefix)]
 
     # --- HTTP ----------------------------------------------------------------------------------
 
@@ -187,6 +196,9 @@ class FakeNamespaceAPI:
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
                 watch = query.get("watch", "").lower() in ("true", "1")
                 api.requests.append({"path": url.path, "watch": watch, **query})
+                if url.path.startswith(api.path + "/") and not watch:
+                    self._get(url.path[len(api.path) + 1 :])
+                    return
                 if url.path != api.path:
                     self._json(404, {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 404})
                     return
@@ -194,6 +206,40 @@ class FakeNamespaceAPI:
                     self._watch(query)
                 else:
                     self._list()
+
+            def _get(self, name: str) -> None:
+                """``GET /api/v1/namespaces/NAME``: the object as it is now (whatever the watches have
+                delivered), or ``404`` with a ``Status`` of reason ``NotFound``, as the apiserver answers."""
+                with api._cond:
+                    if api.fail_gets > 0:
+                        api.fail_gets -= 1
+                        failure = {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "status": "Failure",
+                            "code": 503,
+                            "reason": "ServiceUnavailable",
+                            "message": "etcdserver: request timed out",
+                        }
+                        self._json(503, failure)
+                        return
+                    found = api.state.get(name)
+                if found is None:
+                    self._json(
+                        404,
+                        {
+                            "kind": "Status",
+                            "apiVersion": "v1",
+                            "metadata": {},
+                            "status": "Failure",
+                            "message": f'namespaces "{name}" not found',
+                            "reason": "NotFound",
+                            "details": {"name": name, "kind": "namespaces"},
+                            "code": 404,
+                        },
+                    )
+                    return
+                self._json(200, found)
 
             def _list(self) -> None:
                 with api._cond:

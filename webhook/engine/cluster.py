@@ -28,7 +28,8 @@ class Cluster:
     - ``nodes``: Node objects, for exact per-node placement judgement;
     - ``claim_templates`` / ``claims``: (namespace, name) -> ResourceClaimTemplate / ResourceClaim;
     - ``device_classes``: name -> DeviceClass;
-    - ``complete``: whether the claim maps are all there is.
+    - ``complete``: whether the claim maps are all there is;
+    - ``unknown_namespaces``: namespaces looked up and not found.
     """
 
     namespaces: Mapping[str, Mapping[str, str]] = field(default_factory=_empty)
@@ -39,6 +40,11 @@ class Cluster:
     complete: bool = False
     """The claim maps are the whole cluster (a synced watch, ``check --context``): a template that is
     not there does not exist. Otherwise absence only means "not known"."""
+    unknown_namespaces: frozenset[str] = frozenset()
+    """Namespaces the edge looked for and could not find (not in the server's watch cache, and a GET
+    answered 404, failed or timed out). Their labels, hence their entitlement, are unknown: a GPU
+    object in one is denied (``class-not-allowed``, retry), never judged by the catch-all entitlement
+    that an unlabelled namespace would get. Offline edges (``check``, ``policy test``) never set it."""
 
 
 EMPTY_CLUSTER = Cluster()

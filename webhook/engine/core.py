@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine import mutations, reach
+from webhook.engine import mutations, reach, unknown_namespace
 from webhook.engine.claims import ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.context import Context, Finding, TemplateState
@@ -138,6 +138,18 @@ def evaluate(
             and not _reaches_sliced_devices(policy, states, cluster)
         ):
             return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
+    if cluster.unknown_namespaces and ns in cluster.unknown_namespaces:  # never the catch-all entitlement
+        return unknown_namespace.decide(
+            policy,
+            obj,
+            kind=str(display_kind),
+            name=name,
+            operation=operation,
+            namespace=str(ns),
+            states=states,
+            validate=validate,
+            explain=explain,
+        )
 
     ctx = Context(
         policy=policy,

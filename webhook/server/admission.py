@@ -12,6 +12,12 @@ non-entitled pod past every rule. ``/mutate`` follows the policy's ``settings.fa
 admits unchanged (the object then meets ``/validate``), ``deny`` rejects. Both name the problem and
 the uid to find in the log.
 
+A review's namespace labels come from the namespace source. In cluster mode a namespace the watch
+cache does not know is looked up with one GET; if it stays unknown the engine is told so
+(``Cluster.unknown_namespaces``): ``/mutate`` leaves the object unmutated and ``/validate`` denies
+it (``class-not-allowed``, "namespace unknown, retry") instead of judging it by the catch-all
+entitlement an unlabelled namespace would get.
+
 Dry-run reviews (``kubectl apply --dry-run=server``) get the same decision; the webhook has no side
 effects to skip beyond metrics, where they are counted with ``dry_run="true"`` in
 ``gpu_admission_requests_total`` and left out of ``gpu_admission_rule_violations_total``.
@@ -22,6 +28,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from webhook.actions import ENGINE_ERROR
@@ -29,7 +36,7 @@ from webhook.engine import DeadlineExceeded, Decision, evaluate
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.server import metrics
 from webhook.server.logs import log_decision, server_log
-from webhook.server.namespaces import NamespaceSource
+from webhook.server.namespaces import NamespaceSource, NamespaceUnknown
 from webhook.server.reload import PolicyStore
 from webhook.server.review import Review, allow, deny, parse_review
 
@@ -83,7 +90,12 @@ class Admitter:
             return doc
         policy = self.store.policy  # read once: this request sees one policy even if a reload swaps it
         try:
-            labels = self.namespaces.labels(review.namespace) if review.namespace else None
+            cluster = self.cluster()
+            try:
+                labels = self.namespaces.lookup(review.namespace) if review.namespace else None
+            except NamespaceUnknown:  # logged and counted by the source; the engine denies (never the catch-all)
+                labels = None
+                cluster = replace(cluster, unknown_namespaces=cluster.unknown_namespaces | {review.namespace})
             decision = self.evaluate(
                 policy,
                 review.obj,
@@ -95,7 +107,7 @@ class Admitter:
                 as_received=endpoint == "validate",  # the object the apiserver will store
                 details=False,  # waste/placements are for check and policy test, not for the response
                 deadline=None if self.engine_deadline is None else time.monotonic() + self.engine_deadline,
-                cluster=self.cluster(),
+                cluster=cluster,
             )
             doc, outcome, extra = self._respond(endpoint, review, decision)
         except Exception as exc:

@@ -120,7 +120,13 @@ BUILD_INFO = Gauge(
 )
 NAMESPACE_MISSES = Counter(
     "gpu_admission_namespace_cache_misses_total",
-    "Reviews whose namespace was not (yet) in the cache; evaluated with the name label only.",
+    "Reviews whose namespace was not (yet) in the cache; looked up with a GET (cluster mode).",
+)
+NAMESPACE_LOOKUPS = Counter(
+    "gpu_admission_namespace_lookups_total",
+    "GETs of namespaces the cache did not know, by result (found|not-found|error); not-found and error "
+    "deny the namespace's GPU objects (class-not-allowed, retry).",
+    ["result"],
 )
 
 
@@ -138,6 +144,8 @@ def publish_static() -> None:
             ENGINE_ERRORS.labels(endpoint, failure)
     for result in ("success", "failure"):
         POLICY_RELOADS.labels(result)
+    for result in ("found", "not-found", "error"):
+        NAMESPACE_LOOKUPS.labels(result)
 
 
 class RequestTally:

@@ -67,6 +67,7 @@ class NamespaceWatchCache:
         watch_timeout: int = 300,
         request_timeout: float = 10.0,
         miss_wait: float = 0.2,
+        lookup_timeout: float = 0.5,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
     ):
@@ -74,6 +75,11 @@ class NamespaceWatchCache:
         self.watch_timeout = watch_timeout
         self.request_timeout = request_timeout
         self.miss_wait = miss_wait
+        # seconds one GET of a namespace the cache does not know may take (total): with miss_wait and
+        # the engine's deadline it stays below the mutating webhook's timeoutSeconds
+        self.lookup_timeout = lookup_timeout
+        self._lookup_api: Any = None
+        self._lookup_lock = threading.Lock()
         self.backoff_initial = backoff_initial
         self.backoff_max = backoff_max
         self._labels: dict[str, dict[str, str]] = {}
@@ -102,6 +108,48 @@ class NamespaceWatchCache:
         if found is None:
             metrics.NAMESPACE_MISSES.inc()
         return found
+
+    def lookup(self, namespace: str) -> dict[str, str]:
+        """Labels for a review: the cache, else one GET of the namespace; raises NamespaceUnknown.
+
+        A namespace the watch has not delivered (created a moment ago, or the watch is behind or
+        down) is read from the apiserver directly, within ``lookup_timeout``. The answer is not put
+        into the cache: the watch owns it (a GET racing a DELETED event must not bring a namespace
+        back), and the window it covers is short. 404, an API error or a timeout leave the namespace
+        unknown, and the review is denied rather than judged by the catch-all entitlement."""
+        found = self.labels(namespace)
+        if found is not None:
+            return found
+        from webhook.server.namespaces import NamespaceUnknown
+
+        try:
+            labels = self._get(namespace)
+        except Exception as exc:
+            reason = _lookup_error(exc)
+            metrics.NAMESPACE_LOOKUPS.labels("not-found" if reason == "not found (404)" else "error").inc()
+            server_log.warning(
+                "namespace unknown: not in the cache and the lookup failed; its GPU objects are denied",
+                extra={"fields": {"namespace": namespace, "error": reason}},
+            )
+            raise NamespaceUnknown(namespace, reason) from None
+        metrics.NAMESPACE_LOOKUPS.labels("found").inc()
+        return labels
+
+    def _get(self, namespace: str) -> dict[str, str]:
+        with self._lookup_lock:  # one client per process for lookups; the watch thread keeps its own
+            if self._lookup_api is None:
+                self._lookup_api = self._api_factory()
+            api = self._lookup_api
+        resp = api.read_namespace(namespace, _preload_content=False, _request_timeout=self.lookup_timeout)
+        try:
+            doc = orjson.loads(resp.data)
+        finally:
+            resp.release_conn()
+        meta = doc.get("metadata") if isinstance(doc, dict) else None
+        if not isinstance(meta, dict) or meta.get("name") != namespace:
+            raise ValueError("the apiserver answered something other than this Namespace")
+        labels = meta.get("labels") or {}
+        return {str(k): str(v) for k, v in labels.items()} if isinstance(labels, dict) else {}
 
     @property
     def ready(self) -> bool:
@@ -257,6 +305,16 @@ class NamespaceWatchCache:
             self._changed.notify_all()
         if kind in ("ADDED", "MODIFIED", "DELETED", "BOOKMARK"):
             metrics.NAMESPACE_EVENTS.labels(kind).inc()
+
+
+def _lookup_error(exc: Exception) -> str:
+    """What went wrong with a namespace GET, short and without the response body."""
+    status = getattr(exc, "status", None)
+    if status == 404:
+        return "not found (404)"
+    if isinstance(status, int) and status:
+        return f"the apiserver answered {status} {getattr(exc, 'reason', '') or ''}".strip()
+    return f"{type(exc).__name__}: {exc}"[:200]
 
 
 def _lines(resp: Any) -> Iterator[bytes]:

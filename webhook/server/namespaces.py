@@ -7,10 +7,13 @@ API, so labels come from one of these sources, chosen once at start:
 * ``none`` (offline, default outside a cluster): ``None``; the engine then assumes only the label the
   apiserver sets on every namespace, ``kubernetes.io/metadata.name: <ns>``.
 * a YAML file (``--namespaces FILE``): ``{namespace: {label: value}}`` or Namespace objects / a
-  NamespaceList (``kubectl get ns -o yaml``), the same formats ``gpu-admission check`` reads.
+  NamespaceList (``kubectl get ns -o yaml``), the same formats ``gpu-admission check`` reads; a
+  namespace it does not list gets the name label only (the file is the platform's word).
 * ``cluster`` (default in a pod): :class:`webhook.server.namespace_watch.NamespaceWatchCache`, a
   list/watch cache. Imported lazily: the kubernetes client costs ~0.5 s of import and memory that
-  the offline modes do not need.
+  the offline modes do not need. It speaks for the cluster: a namespace it does not know is looked
+  up with one GET, and one that stays unknown raises :class:`NamespaceUnknown` from ``lookup``, so
+  that it is denied instead of being judged by the catch-all entitlement.
 """
 
 from __future__ import annotations
@@ -23,8 +26,24 @@ from webhook.namespace_labels import read_namespace_file
 IN_CLUSTER_ENV = "KUBERNETES_SERVICE_HOST"
 
 
+class NamespaceUnknown(Exception):
+    """The source speaks for the cluster and could not find the namespace (not cached, and a lookup
+    answered 404, failed or timed out): its labels, hence its entitlement, are unknown."""
+
+    def __init__(self, namespace: str, reason: str):
+        super().__init__(f"namespace {namespace} unknown: {reason}")
+        self.namespace = namespace
+        self.reason = reason
+
+
 class NamespaceSource(Protocol):
     def labels(self, namespace: str) -> dict[str, str] | None: ...
+
+    def lookup(self, namespace: str) -> dict[str, str] | None:
+        """Labels for a review: like ``labels``, but a source that speaks for the cluster looks a
+        miss up and raises :class:`NamespaceUnknown` when it stays unknown. ``None``: no facts
+        (offline), the engine assumes the name label only."""
+        ...
 
     @property
     def ready(self) -> bool: ...
@@ -43,6 +62,9 @@ class OfflineNamespaces:
 
     def labels(self, namespace: str) -> dict[str, str] | None:
         return None
+
+    def lookup(self, namespace: str) -> dict[str, str] | None:
+        return self.labels(namespace)
 
     def status(self) -> dict[str, Any]:
         return {"mode": "none", "status": "ok"}

@@ -19,7 +19,12 @@ def intent_invalid(ctx: Context) -> Iterable[Finding]:
     return resolution_findings(ctx, "intent-invalid")
 
 
-@rule("class-not-allowed", Action.DENY, "namespace not entitled to the class or pool", needs=("findings",))
+@rule(
+    "class-not-allowed",
+    Action.DENY,
+    "namespace not entitled to the class or pool, or unknown to the server (not cached, not found by a GET)",
+    needs=("findings",),
+)
 def class_not_allowed(ctx: Context) -> Iterable[Finding]:
     return resolution_findings(ctx, "class-not-allowed")
 
