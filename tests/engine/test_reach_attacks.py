@@ -333,7 +333,6 @@ def test_nvidia_visible_devices_none_is_fine(policy):
 # --- item 6: priority and scheduler escalation ---------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
 @pytest.mark.parametrize(
     ("spec", "part"),
     [
@@ -348,7 +347,6 @@ def test_batch_pod_cannot_escalate_scheduling(policy, spec, part):
     assert part in v.message and not d.allowed
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
 def test_raw_request_with_system_critical_priority(policy):
     d, _ = admit(policy, pod({}, [container(limits=GPU1)], priorityClassName="system-cluster-critical"))
     assert "scheduling-not-allowed" in rules(d)

@@ -35,6 +35,7 @@ def test_every_spec_rule_is_registered_with_its_default_action():
         "claim-unresolved": "warn",
         "workload-invalid": "deny",
         "placement-missing": "deny",
+        "scheduling-not-allowed": "deny",
     }
     assert {k: v.default.value for k, v in RULES.items() if k in spec} == spec
     assert set(RULES) - set(spec) == {"unknown-field", "malformed-object"}

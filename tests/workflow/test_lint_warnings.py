@@ -297,6 +297,19 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "kubeflow.org/v1 PyTorchJob is a built-in kind: this entry replaces",
         "remove the entry to keep the shipped description",
     ),
+    "system-critical-allowed": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes:
+              infer: {pools: [a100], allowedPriorityClasses: [system-node-critical]}
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "infer: {pools: [a100], allowedPriorityClasses",
+        "class 'infer' names 'system-node-critical': scheduling-not-allowed denies it on every GPU pod",
+        "remove it; exempt the namespaces",
+    ),
     "kind-path-unmatched": (
         spec(
             """            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}

@@ -184,6 +184,11 @@ class WorkloadKindSpec(Model):
         None, description="Volcano networkTopology field of the object (Volcano Job spec.networkTopology)"
     )
     validate_fields: bool = Field(False, description="check the Volcano Job field names (unknown-field)")
+    schedulers: tuple[str, ...] = Field(
+        (),
+        description="schedulers the kind's own controller or webhook sets on it (a Volcano Job: volcano); "
+        "always allowed on its objects by scheduling-not-allowed",
+    )
     sample: dict | None = Field(
         None, description="a sample object; lint reports template paths that match nothing in it"
     )

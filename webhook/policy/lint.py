@@ -66,6 +66,8 @@ WARNING_CODES: dict[str, str] = {
     "unless it exists in the cluster, the API server rejects the class's pods",
     "builtin-kind-overridden": "a `workloadKinds` entry replaces a built-in kind's description",
     "kind-path-unmatched": "a `workloadKinds` template path matches nothing in the entry's `sample`",
+    "system-critical-allowed": "a class or namespace rule allows `system-node-critical`/`system-cluster-critical`: "
+    "scheduling-not-allowed denies them on every GPU pod whatever the list says",
 }
 
 
@@ -259,6 +261,7 @@ def policy_warnings(policy: Policy) -> list[Warning_]:
         _shadowed_rule_overrides,
         _render_needed,
         _priority_class_undefined,
+        _system_critical_allowed,
         _workload_kinds,
     )
     out: list[Warning_] = []
@@ -330,6 +333,32 @@ def _priority_class_undefined(policy: Policy) -> Iterator[Warning_]:
                 "pods of the class are rejected unless it exists in the cluster",
                 f"add {pc}: {{value: ...}} under spec.priorityClasses so `policy render` creates it",
             )
+
+
+_SYSTEM_CRITICAL = ("system-node-critical", "system-cluster-critical")
+
+
+def _system_critical_allowed(policy: Policy) -> Iterator[Warning_]:
+    """The cluster-critical classes preempt anything on a node; the rule never lets a GPU pod have them."""
+    places: list[tuple[tuple[str | int, ...], str, tuple[str, ...]]] = []
+    for name, cls in policy.classes.items():
+        if cls.priority_class_name:
+            places.append((("classes", name, "priorityClassName"), f"class {name!r}", (cls.priority_class_name,)))
+        places.append((("classes", name, "allowedPriorityClasses"), f"class {name!r}", cls.allowed_priority_classes))
+    for index, ent in enumerate(policy.namespaces):
+        places.append((("namespaces", index, "allowedPriorityClasses"), _ns_label(policy, index),
+                       ent.allowed_priority_classes))
+    for loc, who, values in places:
+        for value in values:
+            if value in _SYSTEM_CRITICAL:
+                yield Warning_(
+                    "system-critical-allowed",
+                    loc,
+                    f"{who} names {value!r}: scheduling-not-allowed denies it on every GPU pod whatever "
+                    "this list says (it outranks and preempts every workload on the node)",
+                    "remove it; exempt the namespaces that must run such pods from scheduling-not-allowed "
+                    "(rules.scheduling-not-allowed.exempt)",
+                )
 
 
 def _ns_label(policy: Policy, index: int) -> str:

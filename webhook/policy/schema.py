@@ -105,6 +105,10 @@ FIELDS: dict[str, dict[str, Any]] = {
         ),
         "networkTopology": ("Volcano networkTopology field of the object", "networkTopology: spec.networkTopology"),
         "validateFields": ("check Volcano Job field names (unknown-field)", "validateFields: false"),
+        "schedulers": (
+            "schedulers its own controller or webhook sets on it (always allowed by scheduling-not-allowed)",
+            "schedulers: [volcano]",
+        ),
         "sample": (
             "a sample object: lint warns about template paths that match nothing in it",
             "sample: {spec: {workers: [{template: {spec: {containers: []}}}]}}",
@@ -404,12 +408,13 @@ FIELDS: dict[str, dict[str, Any]] = {
         "priorityClassName": ("set on pods that name none", "priorityClassName: gpu-training"),
         "schedulerName": ("set on pods that name none (or `default-scheduler`)", "schedulerName: volcano"),
         "allowedPriorityClasses": (
-            "priority classes a user may set on pods of this class besides `priorityClassName` "
-            "(anything else is scheduling-not-allowed)",
+            "priority classes a user may set on pods of this class besides `priorityClassName`; anything "
+            "else is scheduling-not-allowed (`system-node-critical`/`system-cluster-critical` always are)",
             "allowedPriorityClasses: [gpu-batch-low]",
         ),
         "allowedSchedulers": (
-            "schedulers a user may name besides `default-scheduler` and the class's (and its gang's) own",
+            "schedulers a user may name besides the class's `schedulerName`, its gang backend's (`volcano`) "
+            "and `default-scheduler` (which is not allowed when the class sets `schedulerName`)",
             "allowedSchedulers: [kai-scheduler]",
         ),
         "qos": ("`Guaranteed`: warn (inference-not-guaranteed) when pods are not Guaranteed QoS", "qos: Guaranteed"),
@@ -444,11 +449,13 @@ FIELDS: dict[str, dict[str, Any]] = {
         "pools": ("restricts the classes' pools; default: all of them", "pools: [train-h100]"),
         "kueueQueue": ("Kueue LocalQueue for these namespaces (overrides the class's)", "kueueQueue: research"),
         "allowedPriorityClasses": (
-            "priority classes raw GPU requests (no workload class) of these namespaces may set",
+            "priority classes raw GPU requests (no workload class) of these namespaces may set; none "
+            "listed: none (the cluster's default priority applies), anything else is scheduling-not-allowed",
             "allowedPriorityClasses: [research-low]",
         ),
         "allowedSchedulers": (
-            "schedulers besides `default-scheduler` raw GPU requests of these namespaces may name",
+            "schedulers besides `default-scheduler` raw GPU requests of these namespaces may name; none "
+            "listed: only the default scheduler (and `volcano` on a Volcano Job, which Volcano sets itself)",
             "allowedSchedulers: [kai-scheduler]",
         ),
     },

@@ -7,6 +7,7 @@ from webhook.engine.rules import (  # noqa: F401
     intent,
     placement,
     resources,
+    scheduling,
     schema,
     workload_valid,
 )
