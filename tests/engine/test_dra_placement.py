@@ -252,3 +252,25 @@ def test_a_profile_no_gpu_model_offers_is_reported_without_a_pool(policy):
     cluster = cluster_of(rct("odd", exactly("mig-1g-1gb.gpu.nvidia.com")))
     decision = evaluate(DENY, claim_pod("odd"), cluster=cluster, namespace=NS)  # not pinned: deny mode
     assert "mig-profile-unavailable" in rules(decision)
+
+
+def test_the_message_says_a_pool_only_may_serve_a_class_when_the_policy_names_no_dra_pool():
+    d = serving(DRA_FREE_DENY, claim_pod("whole", tolerations=BLANKET))
+    assert "may serve (no pool has a dra: block) DeviceClass gpu.nvidia.com" in violation(d, "pool-spoofing").message
+
+
+def test_a_daemonset_of_dra_pods_reaches_only_the_pools_serving_its_class():
+    # a DaemonSet is never pinned (one pod per node it selects): its template's reach is judged
+    template = claim_pod("whole", tolerations=BLANKET)
+    ds = {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "probe"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "probe"}},
+            "template": {"metadata": {"labels": {"app": "probe"}}, "spec": template["spec"]},
+        },
+    }
+    assert spoofed(serving(PIN, ds)) == {"dev-a10"}
+    ds["spec"]["template"]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "mig"
+    assert "pool-spoofing" not in rules(serving(PIN, ds))

@@ -179,7 +179,8 @@ def _reach_finding(ctx: Context, state: TemplateState, pool: CompiledPool, entit
         why.append(f"it offers {', '.join(sorted(pl.devices))}")
     served = sorted({a[1] for req in pl.claims for a in req if a[0] == "class" and pool.serves_class(*a[1:])})
     if served:
-        why.append(f"it serves DeviceClass {', '.join(served)} (the pod's resource claims)")
+        verb = "may serve (no pool has a dra: block)" if pool.dra_classes is None else "serves"
+        why.append(f"it {verb} DeviceClass {', '.join(served)} (the pod's resource claims)")
     options = [
         ctx.policy.pools[n] for n in ctx.policy.pools if n in entitled and ctx.policy.pools[n].spec.node_selector
     ]
