@@ -19,6 +19,8 @@ import yaml
 from tests.conftest import CORPUS, need_shared
 from tests.deploy.cel_match import CALL, REJECT, SKIP, Webhook, resource_of, unguarded_has
 from tests.deploy.conftest import one, render
+from webhook.engine import evaluate, reach
+from webhook.engine.device_reach import exposed_pools, has_trigger
 from webhook.engine.workload import classify, templates
 
 
@@ -50,7 +52,19 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
                         return True
                 if any(k.startswith("deviceclass.resource.kubernetes.io/") for k in (res.get("limits") or {})):
                     return True
+        if device_trigger_tolerating_sliced_pool(tpl.spec, policy):
+            return True
     return any(key in (m.get("labels") or {}) for m in metas)
+
+
+def device_trigger_tolerating_sliced_pool(spec: dict[str, Any], policy) -> bool:
+    """privileged-gpu on a CPU-only template, as far as CEL can tell: a container with a trigger
+    (the engine's own list) and tolerations for every taint of a pool of sliced cards (the engine's
+    toleration matching). Selectors and affinity are the engine's to judge, after the call."""
+    if not has_trigger(spec):
+        return False
+    tolerations = tuple(t for t in (reach.toleration(x) for x in spec.get("tolerations") or ()) if t is not None)
+    return any(not reach.untolerated(policy.pools[name].taints, tolerations) for name in exposed_pools(policy))
 
 
 def corpus_objects() -> list[tuple[str, dict[str, Any]]]:
@@ -465,3 +479,91 @@ def test_no_update_reaches_the_mutating_webhook(webhooks):
 def test_condition_count_is_far_from_the_limit(webhooks):
     for hook in webhooks.values():
         assert len(hook.conditions) <= 64
+
+
+# --- privileged-gpu: CPU-only pods with a way past the device grant -----------------------------------------
+
+BLANKET = [{"operator": "Exists"}]
+GPU_TAINT = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+DEV_VOLUME = {"volumes": [{"name": "h", "hostPath": {"path": "/dev"}}]}
+CPU_TRIGGERS = {
+    "privileged": ({"securityContext": {"privileged": True}}, {}),
+    "SYS_ADMIN": ({"securityContext": {"capabilities": {"add": ["SYS_ADMIN"]}}}, {}),
+    "CAP_SYS_ADMIN": ({"securityContext": {"capabilities": {"add": ["NET_RAW", "CAP_SYS_ADMIN"]}}}, {}),
+    "sys_admin": ({"securityContext": {"capabilities": {"add": ["sys_admin"]}}}, {}),
+    "all": ({"securityContext": {"capabilities": {"add": ["all"]}}}, {}),
+    "hostPath mount": ({"volumeMounts": [{"name": "h", "mountPath": "/h"}]}, DEV_VOLUME),
+    "hostPath device": ({"volumeDevices": [{"name": "h", "devicePath": "/x"}]}, DEV_VOLUME),
+    "NVIDIA_VISIBLE_DEVICES": ({"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}, {}),
+    "NVIDIA_DRIVER_CAPABILITIES": ({"env": [{"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "compute"}]}, {}),
+    "valueFrom": (
+        {"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "valueFrom": {"secretKeyRef": {"name": "s", "key": "k"}}}]}, {}
+    ),
+    "envFrom": ({"envFrom": [{"configMapRef": {"name": "c"}}]}, {}),
+}  # fmt: skip
+NOT_TRIGGERS = {
+    "IPC_LOCK": ({"securityContext": {"capabilities": {"add": ["IPC_LOCK"]}, "privileged": False}}, {}),
+    "none": ({"env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "none"}]}, {}),
+    "prefixed envFrom": ({"envFrom": [{"prefix": "APP_", "configMapRef": {"name": "c"}}]}, {}),
+    "device-plugins hostPath": (
+        {"volumeMounts": [{"name": "h", "mountPath": "/h"}]},
+        {"volumes": [{"name": "h", "hostPath": {"path": "/var/lib/kubelet/device-plugins"}}]},
+    ),
+}
+
+
+def _cpu(kind: str, fields: dict, spec_extra: dict, **spec: Any) -> dict[str, Any]:
+    c = {**container(), **copy.deepcopy(fields)}
+    return make(kind, {"containers": [c], **copy.deepcopy(spec_extra), **spec})
+
+
+@pytest.mark.parametrize("trigger", sorted(CPU_TRIGGERS))
+def test_cpu_only_pod_with_a_trigger_tolerating_a_sliced_pool_is_forwarded(webhooks, policy, trigger):
+    """CEL cannot judge reach: a trigger plus tolerations for a sliced pool's taints is forwarded, and
+    the engine (the oracle) agrees that such a pod is GPU-relevant."""
+    fields, extra = CPU_TRIGGERS[trigger]
+    for tolerations in (BLANKET, GPU_TAINT):
+        obj = _cpu("Pod", fields, extra, tolerations=tolerations)
+        assert evaluate(policy, obj, namespace="team-a").relevant, trigger
+        for hook in _hooks_for(webhooks, obj):
+            outcome = hook.evaluate(obj)
+            assert not outcome.errors and outcome.decision == CALL, (trigger, hook.name, outcome.results)
+    quiet = _cpu("Pod", fields, extra)  # tolerates no GPU taint: reaches no GPU pool
+    assert not evaluate(policy, quiet, namespace="team-a").relevant
+    for hook in _hooks_for(webhooks, quiet):
+        assert hook.decide(quiet) == SKIP, (trigger, hook.name)
+
+
+@pytest.mark.parametrize("what", sorted(NOT_TRIGGERS))
+def test_tolerant_cpu_pod_without_a_trigger_is_skipped(webhooks, what):
+    fields, extra = NOT_TRIGGERS[what]
+    obj = _cpu("Pod", fields, extra, tolerations=BLANKET)
+    for hook in _hooks_for(webhooks, obj):
+        assert hook.decide(obj) == SKIP, (what, hook.name)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_privileged_cpu_templates_of_every_kind(webhooks, policy, kind):
+    obj = _cpu(kind, {"securityContext": {"privileged": True}}, {}, tolerations=BLANKET)
+    assert evaluate(policy, obj, namespace="team-a").relevant
+    for hook in _hooks_for(webhooks, obj):
+        outcome = hook.evaluate(obj)
+        assert not outcome.errors and outcome.decision == CALL, (kind, hook.name, outcome.results)
+
+
+@pytest.mark.parametrize("path", ["/dev", "//dev", "/dev/", "/dev/../dev/nvidia0", "/", "//", "dev", "/./dev/shm"])
+def test_host_paths_reaching_dev_are_forwarded(webhooks, path):
+    extra = {"volumes": [{"name": "h", "hostPath": {"path": path}}]}
+    obj = _cpu("DaemonSet", {"volumeMounts": [{"name": "h", "mountPath": "/h"}]}, extra, tolerations=BLANKET)
+    assert webhooks["validating"].decide(obj) == CALL, path
+
+
+def test_a_privileged_ephemeral_container_on_a_tolerant_cpu_pod_reaches_validate(webhooks):
+    old = _cpu("Pod", {}, {}, tolerations=BLANKET)
+    new = copy.deepcopy(old)
+    new["spec"]["ephemeralContainers"] = [{"name": "dbg", "image": "busybox", "securityContext": {"privileged": True}}]
+    hook = webhooks["validating"]
+    assert hook.matches_rules("", "pods/ephemeralcontainers", "UPDATE")
+    outcome = hook.evaluate(new, operation="UPDATE", old=old)
+    assert not outcome.errors and outcome.decision == CALL, outcome.results
+    assert hook.decide(old, operation="UPDATE", old=old) == SKIP

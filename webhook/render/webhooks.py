@@ -250,11 +250,86 @@ def _dra_in_template(policy: Policy) -> str:
     )
 
 
+_DEV_PATH = (
+    # a superset of the host paths that normalise to /dev, under it or to /: without "..", normalising only
+    # drops "." segments and repeated or trailing slashes, so such a path is "/" and "." up to "dev" or the end
+    "(p.contains('..') || p.matches('^[/.]*(dev(/.*)?)?$'))"
+)
+_CAPABILITY = r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
+
+
+def _tolerates_taint(key: str, value: str | None, effect: str | None) -> str:
+    """Toleration ``x`` tolerates the taint, as ``webhook.engine.reach.tolerates`` reads it (a ``None``
+    value or effect is one the policy leaves open: anything matches it)."""
+    effect_ok = "" if effect is None else f"(!has(x.effect) || x.effect == '' || x.effect == {cel_string(effect)}) && "
+    value_ok = "true" if value is None else f"(has(x.value) ? x.value : '') == {cel_string(value)}"
+    return (
+        f"{effect_ok}((!has(x.key) || x.key == '') ? (has(x.operator) && x.operator == 'Exists') :\n"
+        f"  x.key == {cel_string(key)} && ((has(x.operator) && x.operator == 'Exists') ||\n"
+        f"    ((!has(x.operator) || x.operator == '' || x.operator == 'Equal') && {value_ok})))"
+    )
+
+
+def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
+    """Template ``t`` tolerates every filtering taint of at least one pool ``privileged-gpu`` guards
+    for CPU-only pods; "true" when such a pool has no taint, None when there is no such pool."""
+    from webhook.engine.device_reach import exposed_pools
+    from webhook.engine.reach import FILTERING
+
+    exposed = exposed_pools(policy)
+    pools = []
+    for name, pool in policy.pools.items():
+        if name not in exposed:
+            continue
+        taints = [t for t in pool.taints if t[2] is None or t[2] in FILTERING]
+        if not taints:
+            return "true"
+        each = [f"t.spec.tolerations.exists(x,\n  {_indent(_tolerates_taint(*taint), '  ')})" for taint in taints]
+        pools.append(" &&\n".join(each))
+    if not pools:
+        return None
+    alternatives = " ||\n  ".join(f"({_indent(p, '  ')})" for p in dict.fromkeys(pools))
+    return f"(has(t.spec.tolerations) && (\n  {alternatives}))"
+
+
+def _device_trigger_in_template(policy: Policy) -> str | None:
+    """``privileged-gpu`` on pods without GPUs: a container of any kind (ephemeral ones included) with a
+    way past the device grant (privileged, SYS_ADMIN/ALL, a hostPath volume that may reach /dev, the
+    NVIDIA toolkit's environment, an envFrom that may set it) in a template that tolerates the taints
+    of a pool of sliced cards (every GPU pool with ``privilegedGPUPools: all``). CEL cannot judge the
+    rest of reachability (selectors, affinity, Node objects): this forwards a superset of what the
+    engine's model reaches, read from the pools' taints, and the engine decides."""
+    tolerates = _tolerates_an_exposed_pool(policy)
+    if tolerates is None:
+        return None
+    names = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
+    env_name = " || ".join(f"e.name == {cel_string(n)}" for n in names)
+    prefix = " || ".join(f"{cel_string(n)}.startsWith(f.prefix)" for n in names)
+    trigger = (
+        "((has(t.spec.containers) ? t.spec.containers : []) +\n"
+        "  (has(t.spec.initContainers) ? t.spec.initContainers : []) +\n"
+        "  (has(t.spec.ephemeralContainers) ? t.spec.ephemeralContainers : [])).exists(c,\n"
+        "  (has(c.securityContext) && (\n"
+        "    (has(c.securityContext.privileged) && c.securityContext.privileged == true) ||\n"
+        "    (has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) &&\n"
+        f"      c.securityContext.capabilities.add.exists(a, {_CAPABILITY})))) ||\n"
+        f"  (has(c.env) && c.env.exists(e, has(e.name) && ({env_name}) &&\n"
+        "    !(has(e.value) && (e.value == 'none' || e.value == 'void')))) ||\n"
+        f"  (has(c.envFrom) && c.envFrom.exists(f, !has(f.prefix) || {prefix})) ||\n"
+        "  (has(t.spec.volumes) &&\n"
+        "    ((has(c.volumeMounts) ? c.volumeMounts : []) + (has(c.volumeDevices) ? c.volumeDevices : [])).exists(m,\n"
+        "      has(m.name) && t.spec.volumes.exists(v, has(v.name) && v.name == m.name && has(v.hostPath) &&\n"
+        f"        has(v.hostPath.path) && [v.hostPath.path].exists(p, {_DEV_PATH})))))"
+    )
+    return f"(has(t.spec) &&\n  {_indent(trigger, '  ')} &&\n  {_indent(tolerates, '  ')})"
+
+
 # policy -> a CEL test on pod template ``t`` (or None); the template is GPU-relevant when any holds
 TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
     _intent_label_on_template,
     _gpu_resource_in_template,
     _dra_in_template,
+    _device_trigger_in_template,
 ]
 
 
