@@ -7,6 +7,7 @@ One server for the module; every test also checks the contract field by field (`
 
 from __future__ import annotations
 
+import copy
 import socket
 import ssl
 from collections.abc import Iterator
@@ -373,3 +374,49 @@ def test_readyz_says_ready_and_no_more(client: ApiserverClient, server: ServerPr
     said = [r for r in server.log_records() if r.get("msg") == "ready"]  # the detail is in the log
     assert said and said[0]["policy"]["digest"] == load_policy(POLICIES).digest
     assert said[0]["tls"]["status"] == "ok" and said[0]["namespaces"]["file"] == str(namespaces_file)
+
+
+# --- privileged-gpu through the real server ----------------------------------------------------------------
+
+
+def test_kubectl_debug_adds_a_privileged_ephemeral_container_to_a_mig_pod(client: ApiserverClient):
+    """``kubectl debug`` goes through the pods/ephemeralcontainers subresource: an UPDATE whose object is
+    the whole stored Pod with one more container. The stored MIG pod is admitted; the debug container
+    that would see every tenant's slice is denied, at the path of its trigger."""
+    pod = stored(client, objects.inference_pod(), namespace=objects.SERVING_NS)
+    sent = review(pod, namespace=objects.SERVING_NS)
+    _, doc = client.post_review("validate", sent)
+    assert check_response(doc, sent, "validate")["allowed"] is True
+    debugged = copy.deepcopy(pod)
+    debugged["spec"]["ephemeralContainers"] = [
+        {"name": "debugger-x7k2p", "image": "busybox:1.36", "targetContainerName": "main",
+         "securityContext": {"privileged": True}}
+    ]  # fmt: skip
+    sent = review(debugged, namespace=objects.SERVING_NS, operation="UPDATE", old=pod)
+    sent["request"]["subResource"] = "ephemeralcontainers"
+    _, doc = client.post_review("validate", sent)
+    response = check_response(doc, sent, "validate")
+    assert response["allowed"] is False and response["status"]["code"] == 403
+    message = response["status"]["message"]
+    assert message.startswith("[privileged-gpu] ephemeral container 'debugger-x7k2p' is privileged"), message
+    assert message.endswith("(spec.ephemeralContainers[0].securityContext.privileged)"), message
+
+
+def test_a_cpu_only_privileged_pod_is_denied_only_where_it_can_reach_sliced_cards(client: ApiserverClient):
+    def cpu_pod(**spec: Any) -> dict[str, Any]:
+        return {
+            "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "agent"},
+            "spec": {"containers": [{"name": "agent", "image": "agent:1", "securityContext": {"privileged": True}}],
+                     **spec},
+        }  # fmt: skip
+
+    sent = review(cpu_pod(tolerations=[{"operator": "Exists"}]), namespace=objects.SERVING_NS)
+    _, doc = client.post_review("validate", sent)
+    response = check_response(doc, sent, "validate")
+    assert response["allowed"] is False
+    assert response["status"]["message"].startswith("[privileged-gpu] container 'agent' is privileged in a pod"), (
+        response["status"]["message"]
+    )
+    sent = review(cpu_pod(), namespace=objects.SERVING_NS)  # tolerates no GPU taint: not ours to judge
+    _, doc = client.post_review("validate", sent)
+    assert check_response(doc, sent, "validate") == {"uid": sent["request"]["uid"], "allowed": True}
