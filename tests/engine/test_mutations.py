@@ -129,11 +129,20 @@ def test_existing_request_for_the_same_key_gets_the_new_value(policy):
     assert res["limits"]["nvidia.com/gpu"] == "8" and res["requests"]["nvidia.com/gpu"] == "8"
 
 
-def test_init_container_can_be_the_gpu_container(policy):
+def test_an_init_container_is_never_the_gpu_container(policy):
+    # an init container would hand its slice back before the app runs (or, as a native sidecar, keep it
+    # beside the app): the intent is refused, and no mutation puts the devices on the init container
     meta = intent("inference", gpu_memory="4Gi", container="warmup")
     p = pod(meta, [container("app")], initContainers=[container("warmup")])
-    out = mutated(run(policy, p))
-    assert out["spec"]["initContainers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.5gb": "1"}
+    d = run(policy, p)
+    assert "intent-invalid" in rules(d) and not d.allowed
+    assert "resources" not in mutated(d)["spec"]["initContainers"][0]
+
+
+def test_the_named_container_gets_the_gpus(policy):
+    meta = intent("inference", gpu_memory="4Gi", container="model")
+    out = mutated(run(policy, pod(meta, [container("proxy"), container("model")])))
+    assert out["spec"]["containers"][1]["resources"]["limits"] == {"nvidia.com/mig-1g.5gb": "1"}
     assert "resources" not in out["spec"]["containers"][0]
 
 

@@ -25,6 +25,7 @@ TRAIN_TAINTS = [
 
 
 SERVING = {"gpu-admission.io/tier": "serving"}
+SANDBOX = {"gpu-admission.io/tier": "sandbox"}  # entitled to dev only (the cGPU pool)
 
 
 def admit(policy, obj, labels=SERVING, namespace="team-a", **kw):
@@ -360,7 +361,6 @@ def test_class_own_priority_and_scheduler_are_allowed(policy):
 # --- item 7: class limits count one container ------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
 def test_native_sidecar_gpus_add_up(policy):
     side = container("side", limits={"nvidia.com/gpu": "4"}, restartPolicy="Always")
     p = pod(intent("training", gpus=8), [container()], initContainers=[side])
@@ -368,10 +368,9 @@ def test_native_sidecar_gpus_add_up(policy):
     assert "gpu-count-exceeded" in rules(d)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
 def test_extra_container_shared_memory_bypasses_max_gpu_memory(policy):
     extra = container("extra", limits={"aliyun.com/gpu-mem": "80"})
-    d, _ = admit(policy, pod(intent("dev", gpu_memory="4Gi"), [container(), extra]))
+    d, _ = admit(policy, pod(intent("dev", gpu_memory="4Gi"), [container(), extra]), labels=SANDBOX)
     assert "gpu-memory-exceeded" in rules(d) and not d.allowed
 
 
@@ -381,14 +380,12 @@ def test_extra_container_mig_devices_count(policy):
     assert "gpu-count-exceeded" in rules(d)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
 def test_extra_container_whole_gpu_breaks_isolation(policy):
     extra = container("extra", limits=GPU1)
-    d, _ = admit(policy, pod(intent("dev", gpu_memory="4Gi"), [container(), extra]))
+    d, _ = admit(policy, pod(intent("dev", gpu_memory="4Gi"), [container(), extra]), labels=SANDBOX)
     assert not d.allowed and ({"gpu-kind-mixed", "pool-spoofing"} & set(rules(d)))
 
 
-@pytest.mark.xfail(strict=True, reason="issue 11: lands in the next step")
 def test_container_intent_naming_an_init_container(policy):
     p = pod(intent("inference", gpu_memory="4Gi", container="init"), initContainers=[container("init")])
     d, _ = admit(policy, p)

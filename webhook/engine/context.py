@@ -70,20 +70,15 @@ class TemplateState:
         return self.resolution.cls if self.resolution is not None else None
 
     def target(self) -> tuple[str, int] | None:
-        """(group, index) of the container that gets the GPUs: the named one, else the first."""
-        spec = self.tpl.spec
+        """(group, index) of the container that gets the GPUs: the named one, else the first. Always
+        one of ``spec.containers`` (the intent refuses an init or ephemeral container's name)."""
+        items = self.tpl.spec.get("containers")
+        if not isinstance(items, list):
+            return None
         name = self.intent.container if self.intent is not None else None
-        for group in ("containers", "initContainers"):
-            items = spec.get(group)
-            if not isinstance(items, list):
-                continue
-            for index, container in enumerate(items):
-                if not isinstance(container, dict):
-                    continue
-                if name is None and group == "containers":
-                    return group, index
-                if name is not None and container.get("name") == name:
-                    return group, index
+        for index, container in enumerate(items):
+            if isinstance(container, dict) and (name is None or container.get("name") == name):
+                return "containers", index
         return None
 
 

@@ -211,14 +211,34 @@ def read_intent(
             )
     if keys.container in present and (got := get(keys.container)) is not None:
         value, path = got
-        names = [
-            c.get("name")
-            for group in ("containers", "initContainers")
-            for c in (tpl.spec.get(group) or [])
-            if isinstance(c, dict)
-        ]
+        names = _names(tpl.spec, "containers")
         if value in names:
             intent.container = value
         else:
-            bad(path, f"no container named {_shown(value)}; containers: {', '.join(str(n) for n in names)}")
+            bad(path, _not_a_gpu_container(tpl, keys.container, value, names))
     return intent
+
+
+def _names(spec: dict[str, Any], group: str) -> list[str]:
+    items = spec.get(group)
+    return [str(c.get("name")) for c in items if isinstance(c, dict)] if isinstance(items, list) else []
+
+
+def _not_a_gpu_container(tpl: Template, key: str, value: str, names: list[str]) -> str:
+    """Why ``value`` cannot be the GPU container. Only ``spec.containers`` are eligible: an init
+    container runs before them (and would hand back its devices, or keep them as a native sidecar
+    beside a GPU-less pod), an ephemeral container holds no resources at all."""
+    eligible = f"name one of {', '.join(repr(n) for n in names)}" if names else "the pod has no containers"
+    spec = tpl.spec
+    init = spec.get("initContainers")
+    for c in init if isinstance(init, list) else ():
+        if isinstance(c, dict) and c.get("name") == value:
+            sidecar = c.get("restartPolicy") == "Always"
+            what = "a native sidecar (restartPolicy Always)" if sidecar else "an init container"
+            return (
+                f"{key} names {_shown(value)}, {what}; the GPUs go to one of spec.containers, never to an "
+                f"init container: {eligible}"
+            )
+    if value in _names(spec, "ephemeralContainers"):
+        return f"{key} names {_shown(value)}, an ephemeral container, which holds no resources: {eligible}"
+    return f"no container named {_shown(value)} in spec.containers: {eligible}"

@@ -7,12 +7,13 @@ plugin will actually hand out. HAMi is its own family because it spells a *slice
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from webhook.quantity import QuantityError, parse_quantity
+from webhook.quantity import GIB, MIB, QuantityError, parse_quantity
 
 if TYPE_CHECKING:
     from webhook.engine.claims import Alternative, ClaimRequest, ClaimResolver, PodClaim
@@ -28,6 +29,32 @@ SLICED = frozenset({MIG, SHARED, HAMI, UNRESOLVED})
 
 HAMI_KEYS = frozenset({"nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"})
 WHOLE_KEYS = frozenset({"nvidia.com/gpu", "aliyun.com/gpu-count"})
+
+MEMORY_UNITS: dict[str, int] = {
+    # shared-memory resources and the bytes one unit stands for (each vendor's documented default)
+    "aliyun.com/gpu-mem": GIB,  # ACK cGPU / gpushare: GiB (the plugin's MiB mode is off by default)
+    "tke.cloud.tencent.com/qgpu-memory": GIB,  # TKE qGPU
+    "nvidia.com/gpumem": MIB,  # HAMi: per GPU, times nvidia.com/gpu
+    "volcano.sh/vgpu-memory": MIB,  # Volcano vGPU: per vGPU, times volcano.sh/vgpu-number
+}
+MEMORY_PERCENT_KEYS = frozenset({"nvidia.com/gpumem-percentage", "volcano.sh/vgpu-memory-percentage"})
+"""Memory as a percentage of one card, per device (HAMi, Volcano vGPU)."""
+PER_DEVICE = {
+    "nvidia.com/gpumem": "nvidia.com/gpu",
+    "nvidia.com/gpumem-percentage": "nvidia.com/gpu",
+    "volcano.sh/vgpu-memory": "volcano.sh/vgpu-number",
+    "volcano.sh/vgpu-memory-percentage": "volcano.sh/vgpu-number",
+}
+"""Memory keys that are per device, and the key that counts the devices (absent: one)."""
+SLICE_COUNTS: dict[str, int] = {
+    # how a shared stack spells "several slices": devices = ceil(amount / divisor)
+    "volcano.sh/vgpu-number": 1,
+    "nvidia.com/gpu.shared": 1,  # time-slicing, renamed
+    "tke.cloud.tencent.com/qgpu-core": 100,  # 100 per card, 200 = two cards
+}
+"""A container holding shared slices without one of these keys holds one slice."""
+
+N = TypeVar("N", int, Fraction)
 
 
 def family(name: str, *, gpu_prefixes: tuple[str, ...], rdma: frozenset[str]) -> str | None:
@@ -63,6 +90,16 @@ class ContainerResources:
     gpu_families: frozenset[str] = frozenset()  # computed once by inspect_pod: rules ask many times
     claim_refs: tuple[tuple[str, str | None], ...] = ()
     """``resources.claims`` entries: (claim name, request or None for the whole claim)."""
+    sidecar: bool = False  # a native sidecar: an init container with restartPolicy Always
+
+    @property
+    def kind(self) -> str:
+        """How messages name the container: "container", "init container", "native sidecar"."""
+        if self.group == "containers":
+            return "container"
+        if self.sidecar:
+            return "native sidecar"
+        return "init container" if self.group == "initContainers" else "ephemeral container"
 
     @staticmethod
     def gpu_families_of(families: dict[str, str]) -> frozenset[str]:
@@ -99,6 +136,55 @@ class ContainerResources:
                     total += amount
         return int(total + whole) if total else whole
 
+    def gpus(self) -> int:
+        """GPU devices as a class's ``maxGPUs`` counts them: whole GPUs and MIG devices, and each shared
+        slice as one device (a shared class gives one slice per pod)."""
+        return self.whole_gpus() or self._slices()
+
+    def _slices(self) -> int:
+        """Shared slices held (0 with none): the stack's count key, else one."""
+        if not (SHARED in self.gpu_families or HAMI in self.gpu_families):
+            return 0
+        slices = 0
+        for key, divisor in SLICE_COUNTS.items():
+            if key in self.families:
+                amount = self.amount(key)
+                if amount is not None and amount > 0:
+                    slices += -(-amount.numerator // (amount.denominator * divisor))
+        return slices or 1
+
+    def gpu_memory(self, card: int, mig: Mapping[str, int]) -> int:
+        """Bytes of GPU memory this container's devices hold: shared-memory units in each vendor's unit,
+        percentages of a ``card``, MIG profiles (``mig``: resource -> bytes), else whole cards."""
+        if not self.gpu_families:
+            return 0
+        total, sized = Fraction(0), False
+        for key in self.families:
+            unit = MEMORY_UNITS.get(key)
+            if unit is None and key not in MEMORY_PERCENT_KEYS:
+                continue
+            amount = self.amount(key)
+            if amount is None or amount <= 0:
+                continue
+            sized = True
+            per = amount * unit if unit is not None else amount * card / 100
+            counter = PER_DEVICE.get(key)
+            count = self.amount(counter) if counter is not None else None
+            total += per * (count if count is not None and count > 0 else 1)
+        if sized:
+            return int(total)
+        for key, fam in self.families.items():  # no memory key: each device holds what it is
+            if fam != MIG and fam != WHOLE and key not in SLICE_COUNTS:
+                continue
+            amount = self.amount(key)
+            if amount is None or amount <= 0:
+                continue
+            if fam == MIG:
+                total += amount * mig.get(key, card)
+            else:  # a whole card, or a slice with no memory limit (time-slicing, a vGPU without memory)
+                total += amount * card / SLICE_COUNTS.get(key, 1)
+        return int(total)
+
     @property
     def privileged(self) -> bool:
         ctx = self.container.get("securityContext")
@@ -119,21 +205,46 @@ class PodResources:
     mapped: dict[str, Alternative | None] = field(default_factory=dict)
     """Extended resources a DeviceClass serves (KEP-5004) -> that class as a placement alternative
     (None: a class the webhook cannot tell). A node serves them by device plugin or by DRA."""
+    _gpus: int | None = None
 
     @property
     def has_gpu(self) -> bool:
         return bool(self.gpu_families)
 
     def effective_devices(self) -> int:
-        """Devices the pod holds at once: regular containers add up, init containers run one at a time.
+        """Physical devices the pod holds at once (whole GPUs, MIG devices, claimed devices), as
+        Kubernetes accounts a pod's request (see :func:`effective`, the same rule).
 
-        Computed once: several rules ask, and the containers it reads are never changed after
-        ``inspect_pod`` (the mutated object gets its own ``PodResources``)."""
+        Computed once, with :meth:`effective_gpus`, in one pass: several rules ask, and the containers
+        it reads are never changed after ``inspect_pod`` (the mutated object gets its own ``PodResources``)."""
         if self._devices is None:
-            regular = sum(c.whole_gpus() for c in self.containers if c.group == "containers")
-            init = max((c.whole_gpus() for c in self.containers if c.group == "initContainers"), default=0)
-            self._devices = max(regular, init) + sum(c.devices for c in self.claims)
-        return self._devices
+            self._account()
+        return self._devices  # type: ignore[return-value]
+
+    def effective_gpus(self) -> int:
+        """GPU devices as a class's ``maxGPUs`` counts them: :meth:`effective_devices` with each shared
+        slice counted as a device (:meth:`ContainerResources.gpus`)."""
+        if self._gpus is None:
+            self._account()
+        return self._gpus  # type: ignore[return-value]
+
+    def _account(self) -> None:
+        # :func:`effective` for two values at once, on the hot path: containers without GPUs cost nothing
+        run_d = run_g = side_d = side_g = peak_d = peak_g = 0
+        for c in self.containers:
+            if not c.gpu_families or c.group == "ephemeralContainers":
+                continue
+            d = c.whole_gpus()
+            g = d or c._slices()
+            if c.group == "containers":
+                run_d, run_g = run_d + d, run_g + g
+            elif c.sidecar:
+                side_d, side_g = side_d + d, side_g + g
+            else:
+                peak_d, peak_g = max(peak_d, d + side_d), max(peak_g, g + side_g)
+        claimed = sum(c.devices for c in self.claims) if self.claims else 0
+        self._devices = max(run_d + side_d, peak_d) + claimed
+        self._gpus = max(run_g + side_g, peak_g) + claimed
 
     @property
     def takes_all(self) -> bool:
@@ -201,6 +312,39 @@ class PodResources:
         return frozenset().union(*(c.classes for c in self.claims if c.unresolved is None))
 
 
+def effective(
+    containers: list[ContainerResources], value: Callable[[ContainerResources], N]
+) -> tuple[N, tuple[ContainerResources, ...]]:
+    """A pod's effective request for ``value``, as kube-scheduler and the kubelet account it, and the
+    containers of the phase that holds it.
+
+    Kubernetes' rule (``component-helpers`` ``resource.PodRequests``; the sidecar KEP-753): native
+    sidecars (init containers with ``restartPolicy: Always``) keep running, so they add to the regular
+    containers' sum; an ordinary init container runs alone, beside the sidecars declared before it.
+    The pod holds the largest of Σ regular + Σ sidecars and, for each ordinary init container, its own
+    request + Σ sidecars declared before it. Ephemeral containers hold no resources."""
+    running: Any = 0
+    sidecars: Any = 0
+    peak: Any = 0
+    peak_at = -1
+    for i, c in enumerate(containers):
+        if c.group == "containers":
+            running += value(c)
+        elif c.group == "initContainers":
+            amount = value(c)
+            if c.sidecar:
+                sidecars += amount
+            elif amount and amount + sidecars > peak:
+                peak, peak_at = amount + sidecars, i
+    running += sidecars
+    if peak > running:
+        init = containers[peak_at]
+        before = tuple(c for c in containers[:peak_at] if c.group == "initContainers" and c.sidecar and value(c))
+        return peak, (*before, init)
+    if not running:
+        return running, ()
+    return running, tuple(c for c in containers if (c.group == "containers" or c.sidecar) and value(c))
+
 
 def _map(value: Any) -> dict[str, Any]:
     return value if type(value) is dict or isinstance(value, dict) else {}
@@ -244,9 +388,19 @@ def inspect_pod(
             name = container.get("name")
             gpu = ContainerResources.gpu_families_of(fams) if fams else frozenset()
             refs = _claim_refs(res.get("claims")) if "claims" in res else ()
+            sidecar = group == "initContainers" and container.get("restartPolicy") == "Always"
             out.append(
                 ContainerResources(
-                    index, group, name if isinstance(name, str) else "", container, limits, requests, fams, gpu, refs
+                    index,
+                    group,
+                    name if isinstance(name, str) else "",
+                    container,
+                    limits,
+                    requests,
+                    fams,
+                    gpu,
+                    refs,
+                    sidecar,
                 )
             )
     families = frozenset().union(*(c.gpu_families for c in out))

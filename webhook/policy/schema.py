@@ -396,8 +396,16 @@ FIELDS: dict[str, dict[str, Any]] = {
             "pools: [infer-a100, infer-l4]",
         ),
         "isolation": ("default and allowed isolations", "isolation: {default: mig, allowed: [mig, exclusive]}"),
-        "maxGPUs": ("maximum GPUs per pod", "maxGPUs: 8"),
-        "maxGPUMemory": ("maximum gpu-memory per device", "maxGPUMemory: 24Gi"),
+        "maxGPUs": (
+            "maximum GPU devices per pod, counted over the whole pod as Kubernetes accounts it (containers, native "
+            "sidecars, the largest init container, DRA claims); a shared slice counts as one device",
+            "maxGPUs: 8",
+        ),
+        "maxGPUMemory": (
+            "maximum gpu-memory per device, and maximum GPU memory per pod: the GPU container's gpu-memory plus "
+            "what every other container's devices hold (MIG profiles, shared-memory units, whole cards)",
+            "maxGPUMemory: 24Gi",
+        ),
         "defaultGPUMemory": ("gpu-memory used when the intent sets none", "defaultGPUMemory: 5Gi"),
         "gang": ("gang scheduling", "gang: {backend: volcano, required: true}"),
         "rdma": ("whether pods of the class get the pool's RDMA by default", "rdma: true"),

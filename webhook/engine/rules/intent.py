@@ -12,7 +12,8 @@ from webhook.engine.rules.registry import resolution_findings, rule
 @rule(
     "intent-invalid",
     Action.DENY,
-    "unknown class / isolation / model / pool, malformed quantity or integer",
+    "unknown class / isolation / model / pool, malformed quantity or integer; a container intent naming no "
+    "regular container (an init, sidecar or ephemeral one)",
     needs=("findings",),
 )
 def intent_invalid(ctx: Context) -> Iterable[Finding]:

@@ -7,10 +7,22 @@ from fractions import Fraction
 
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
-from webhook.engine.resources import HAMI, MIG, SHARED, UNRESOLVED, WHOLE, ContainerResources
+from webhook.engine.pool_stack import families_on
+from webhook.engine.resources import (
+    HAMI,
+    MIG,
+    RDMA,
+    SHARED,
+    UNRESOLVED,
+    WHOLE,
+    ContainerResources,
+    PodResources,
+    effective,
+    family,
+)
 from webhook.engine.rules.claims import claim_profiles
 from webhook.engine.rules.registry import resolution_findings, rule
-from webhook.policy.compiled import CompiledPool
+from webhook.policy.compiled import CompiledPool, Policy
 from webhook.policy.model import Isolation
 from webhook.quantity import QuantityError, format_bytes, parse_quantity
 
@@ -148,18 +160,22 @@ def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
 @rule(
     "gpu-kind-mixed",
     Action.DENY,
-    "whole GPUs and MIG/shared slices in one container; >1 MIG device per container",
+    "whole GPUs and MIG/shared slices in one container; >1 MIG device per container; another container of a class "
+    "pod holding a device kind its class did not give it",
 )
 def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
+        holders: list[ContainerResources] = []
         for c in state.judged.containers:
             fams = c.gpu_families
+            if fams:
+                holders.append(c)
             if len(fams - {UNRESOLVED}) > 1:
                 keys = ", ".join(k for k, f in c.families.items() if f in (WHOLE, MIG, SHARED, HAMI))
                 yield Finding(
                     "gpu-kind-mixed",
                     _cpath(state, c, "resources"),
-                    f"container {c.name!r} mixes device kinds ({keys}); a container gets whole GPUs or "
+                    f"{c.kind} {c.name!r} mixes device kinds ({keys}); a container gets whole GPUs or "
                     "one kind of slice, not both",
                     state.class_name,
                 )
@@ -168,34 +184,129 @@ def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
                 yield Finding(
                     "gpu-kind-mixed",
                     _cpath(state, c, "resources"),
-                    f"container {c.name!r} asks for {mig} MIG devices; only one is visible per container "
+                    f"{c.kind} {c.name!r} asks for {mig} MIG devices; only one is visible per container "
                     "(split the work across containers or use whole GPUs)",
                     state.class_name,
                 )
+        if holders and state.resolution is not None and (len(holders) > 1 or not _is_gpu_container(state, holders[0])):
+            yield from _other_kind(ctx, state)
 
 
-@rule("gpu-count-exceeded", Action.DENY, "GPUs per pod above the class maximum or the pool's GPUs per node")
+FAMILY_NAMES = {WHOLE: "whole GPUs", MIG: "MIG devices", SHARED: "shared slices", HAMI: "HAMi slices"}
+
+
+def _resolved_families(policy: Policy, state: TemplateState) -> frozenset[str] | None:
+    """The device families the class pod's resolution gives its GPU container, as its pool reads them
+    (None: not a class pod whose devices the webhook sets, e.g. an adopted raw request or a DRA claim)."""
+    res = state.resolution
+    if res is None or not res.resources or (state.intent is not None and state.intent.adopted_from is not None):
+        return None
+    return policy.recall(
+        ("resolved-families", res.pool.name, tuple(res.resources)),
+        lambda: families_on(
+            res.pool,
+            ContainerResources.gpu_families_of(
+                {
+                    k: f
+                    for k in res.resources
+                    if (f := family(k, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources)) is not None
+                }
+            ),
+        ),
+    )
+
+
+def _other_kind(ctx: Context, state: TemplateState) -> Iterable[Finding]:
+    """Another container of a class pod holding a device family the class did not give the pod: a whole
+    card next to a MIG slice or a shared slice (or a slice next to exclusive cards) breaks the isolation
+    the class promises, whichever container asks for it."""
+    pod = state.judged
+    allowed = _resolved_families(ctx.policy, state)
+    if allowed is None:
+        return
+    res = state.resolution
+    assert res is not None
+    target = state.target()
+    for c in pod.containers:
+        if not c.gpu_families or (c.group, c.index) == target:
+            continue
+        extra = families_on(res.pool, c.gpu_families) - allowed - {UNRESOLVED}
+        if not extra:
+            continue
+        keys = ", ".join(k for k, f in c.families.items() if f != RDMA)
+        gpu = _gpu_container_name(state)
+        kinds = ", ".join(FAMILY_NAMES.get(f, f) for f in sorted(extra))
+        yield Finding(
+            "gpu-kind-mixed",
+            _cpath(state, c, "resources"),
+            f"{c.kind} {c.name!r} asks for {kinds} ({keys}) in a pod of class {state.class_name!r}, whose "
+            f"devices are {res.isolation.value} ({', '.join(res.resources)}) on pool {res.pool.name}: a pod "
+            f"holds one kind of device; remove {keys} from {c.name!r} (the webhook gives the GPU container "
+            f"{gpu!r} the pod's devices from its intent)",
+            state.class_name,
+        )
+
+
+def _is_gpu_container(state: TemplateState, c: ContainerResources) -> bool:
+    # the usual pod: its first container holds the devices and no other does (no call to target())
+    if c.group == "containers" and c.index == 0 and (state.intent is None or state.intent.container is None):
+        return True
+    return (c.group, c.index) == state.target()
+
+
+def _gpu_container_name(state: TemplateState) -> str:
+    target = state.target()
+    if target is None:
+        return ""
+    for c in state.judged.containers:
+        if (c.group, c.index) == target:
+            return c.name
+    return ""
+
+
+def _held(pod: PodResources, value, show, target: tuple[str, int] | None) -> tuple[str, ContainerResources | None]:
+    """How ``value`` adds up over the pod's containers (the phase Kubernetes accounts), and the container
+    other than the GPU container that adds the most to it (where the finding points)."""
+    _, held = effective(pod.containers, value)
+    parts = ", ".join(f"{show(value(c))} in {c.kind} {c.name!r}" for c in held)
+    others = [c for c in held if (c.group, c.index) != target]
+    other = max(others, key=value) if others else None  # the largest: the first thing to remove
+    init = next((c for c in held if c.group == "initContainers" and not c.sidecar), None)
+    if init is not None:
+        parts = f"while init container {init.name!r} runs: {parts}"
+    return parts, other
+
+
+@rule(
+    "gpu-count-exceeded",
+    Action.DENY,
+    "GPUs per pod above the class maximum or the pool's GPUs per node, counted over the whole pod (containers, "
+    "native sidecars, the largest init container, DRA claims)",
+)
 def gpu_count_exceeded(ctx: Context) -> Iterable[Finding]:
     yield from resolution_findings(ctx, "gpu-count-exceeded")
     for state in ctx.states:
-        devices = state.judged.effective_devices()
-        if devices == 0:
+        pod = state.judged
+        gpus = pod.effective_gpus()
+        if gpus == 0:
             continue
         cls = state.cls
-        if cls is not None and cls.max_gpus is not None and devices > cls.max_gpus:
+        if cls is not None and cls.max_gpus is not None and gpus > cls.max_gpus:
+            where, why = _counted(state, pod, ContainerResources.gpus)
             yield Finding(
                 "gpu-count-exceeded",
-                state.view.dotted("spec", "containers"),
-                f"{devices} GPUs per pod exceed class {state.class_name!r}'s maximum of {cls.max_gpus}",
+                where,
+                f"{gpus} GPUs per pod exceed class {state.class_name!r}'s maximum of {cls.max_gpus}{why}",
                 state.class_name,
             )
         pool = judged_pool(ctx, state)
+        devices = pod.effective_devices()
         if pool is not None and devices > pool.spec.gpus_per_node:
+            where, why = _counted(state, pod, ContainerResources.whole_gpus)
             yield Finding(
                 "gpu-count-exceeded",
-                state.view.dotted("spec", "containers"),
-                f"{devices} GPUs per pod can never fit pool {pool.name}'s {pool.spec.gpus_per_node} "
-                "GPUs per node",
+                where,
+                f"{devices} GPUs per pod can never fit pool {pool.name}'s {pool.spec.gpus_per_node} GPUs per node{why}",
                 state.class_name,
             )
         most = cls.max_gpus if cls is not None else None
@@ -209,17 +320,36 @@ def gpu_count_exceeded(ctx: Context) -> Iterable[Finding]:
             )
 
 
-@rule("gpu-memory-exceeded", Action.DENY, "gpu-memory larger than any profile / card of the pool")
+def _counted(state: TemplateState, pod: PodResources, value) -> tuple[str, str]:
+    """(path, message tail) of a count finding: the containers that add up to it when more than the
+    GPU container does (a sidecar's or an extra container's devices), and the fix."""
+    target = state.target() if state.intent is not None else None
+    parts, other = _held(pod, value, str, target)
+    if other is None:
+        return state.view.dotted("spec", "containers"), ""
+    fix = (
+        f"only the GPU container {_gpu_container_name(state)!r} gets devices: remove them from {other.name!r}"
+        if target is not None
+        else "ask for fewer or split the pod"
+    )
+    return _cpath(state, other, "resources"), f" (counted over the whole pod: {parts}); {fix}"
+
+
+@rule(
+    "gpu-memory-exceeded",
+    Action.DENY,
+    "gpu-memory larger than any profile / card of the pool; GPU memory of the whole pod above the class maximum",
+)
 def gpu_memory_exceeded(ctx: Context) -> Iterable[Finding]:
     yield from resolution_findings(ctx, "gpu-memory-exceeded")
     for state in ctx.states:
         yield from _claim_memory(ctx, state)
     for state in ctx.states:
         res, intent = state.resolution, state.intent
-        if res is None or intent is None or res.memory is None or res.cls.max_gpu_memory is None:
+        if res is None or intent is None or res.cls.max_gpu_memory is None:
             continue
         limit = parse_quantity(res.cls.max_gpu_memory)
-        if res.memory > limit:
+        if res.memory is not None and res.memory > limit:
             yield Finding(
                 "gpu-memory-exceeded",
                 intent.paths.get(ctx.policy.keys.gpu_memory, intent.class_path),
@@ -227,6 +357,62 @@ def gpu_memory_exceeded(ctx: Context) -> Iterable[Finding]:
                 f"maximum of {format_bytes(limit)}",
                 intent.class_name,
             )
+            continue
+        yield from _pod_memory(ctx, state, limit)
+
+
+def _mig_memory(policy: Policy) -> dict[str, int]:
+    """MIG resource name -> bytes of its profile, over every model of the catalog (remembered)."""
+    return policy.recall(
+        ("mig-memory",), lambda: {p.resource: p.memory for m in policy.models.values() for p in m.profiles}
+    )
+
+
+def _pod_memory(ctx: Context, state: TemplateState, limit: Fraction) -> Iterable[Finding]:
+    """GPU memory of the whole pod against the class maximum: the GPU container's ``gpu-memory`` plus
+    what every other container's devices hold (MIG profiles, each vendor's shared-memory unit, whole
+    cards), added up as Kubernetes accounts a pod (:func:`webhook.engine.resources.effective`)."""
+    res = state.resolution
+    assert res is not None
+    pod = state.judged
+    target = state.target()
+    gpu = next((c for c in pod.containers if (c.group, c.index) == target), None)
+    mine = gpu is not None and _as_resolved(gpu, res.resources)
+    if mine and not any(c.gpu_families for c in pod.containers if c is not gpu):
+        return  # the GPU container alone, holding what the webhook gave it: judged above
+    card, mig = res.pool.gpu.memory, _mig_memory(ctx.policy)
+    asked = res.memory if res.memory is not None else 0
+
+    def held(c: ContainerResources) -> Fraction | int:
+        if c is gpu and mine:
+            return asked  # the intent's gpu-memory, per device as above
+        return c.gpu_memory(card, mig)
+
+    total, _ = effective(pod.containers, held)
+    if total <= limit:
+        return
+    parts, other = _held(pod, held, format_bytes, target)
+    where = _cpath(state, other, "resources") if other is not None else state.view.dotted("spec", "containers")
+    fix = (
+        f"only the GPU container {gpu.name!r} gets GPU memory (from {ctx.policy.keys.gpu_memory}): remove the GPU "
+        f"resources of {other.name!r}"
+        if gpu is not None and other is not None
+        else f"ask for at most {format_bytes(limit)}"
+    )
+    yield Finding(
+        "gpu-memory-exceeded",
+        where,
+        f"the pod holds {format_bytes(total)} of GPU memory ({parts}), above class {state.class_name!r}'s "
+        f"maximum of {format_bytes(limit)}; {fix}",
+        state.class_name,
+    )
+
+
+def _as_resolved(c: ContainerResources, resources: dict[str, str]) -> bool:
+    """The GPU container holds exactly the device resources the resolution gives it (judged as stored:
+    a later webhook or an UPDATE may have changed them, and then what it holds is what counts)."""
+    held = {k: c.limits.get(k, c.requests.get(k)) for k, f in c.families.items() if f != RDMA}
+    return held == resources
 
 
 def _claim_memory(ctx: Context, state: TemplateState) -> Iterable[Finding]:
