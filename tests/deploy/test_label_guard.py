@@ -126,6 +126,18 @@ def test_platform_group_comes_from_the_policy(tmp_path: Path):
     assert verdict.decision == ALLOW and not verdict.errors
 
 
+def test_lint_says_a_new_platform_group_needs_a_render(tmp_path: Path, capsys):
+    from webhook.cli import main
+
+    text = DEFAULT_TEXT.replace("    failure: allow ", "    platformGroup: acme:gpu-admins\n    failure: allow ", 1)
+    (tmp_path / "p.yaml").write_text(text)
+    main(["policy", "lint", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "[render-needed] settings.platformGroup (acme:gpu-admins) is not the group the shipped" in out, out
+    main(["policy", "lint", str(POLICIES)])
+    assert "platformGroup" not in capsys.readouterr().out
+
+
 # --- who may do what -----------------------------------------------------------------------------
 
 

@@ -105,9 +105,10 @@ def register(sub: Any) -> None:
         "render",
         help="print the cluster objects the policy depends on (PriorityClasses, webhook configurations, ...)",
         description="Render the Kubernetes objects the policy depends on, so they cannot drift from it: the "
-        "policy ConfigMap, the PriorityClasses its classes name, a NetworkPolicy for the webhook, and the "
-        "Mutating/Validating webhook configurations whose rules and matchConditions follow the policy's "
-        "prefix and GPU resource names. Apply the output after every policy change (the shipped "
+        "policy ConfigMap, the PriorityClasses its classes name, a NetworkPolicy for the webhook, the "
+        "ValidatingAdmissionPolicy that lets only settings.platformGroup set the namespace labels the policy "
+        "selects on, and the Mutating/Validating webhook configurations whose rules and matchConditions "
+        "follow the policy's prefix and GPU resource names. Apply the output after every policy change (the shipped "
         "manifests carry it as manifests/base/rendered.yaml). Exit 0 rendered, 2 the policy does not load.",
     )
     render.add_argument("dir", nargs="?", default=None, metavar="DIR", help="policy directory (default: policies)")

@@ -291,6 +291,15 @@ def _render_needed(policy: Policy) -> Iterator[Warning_]:
             "match on: without a re-render, objects using it never reach the webhook",
             "re-run `gpu-admission policy render` and apply its output",
         )
+    if settings.platform_group != shipped.platform_group:
+        yield Warning_(
+            "render-needed",
+            ("settings", "platformGroup"),
+            f"settings.platformGroup ({settings.platform_group}) is not the group the shipped "
+            "ValidatingAdmissionPolicy lets change the namespace labels: without a re-render, members of "
+            f"{settings.platform_group} are denied and {shipped.platform_group} keeps the right",
+            "re-run `gpu-admission policy render` and apply its output",
+        )
 
 
 def _workload_kinds(policy: Policy) -> Iterator[Warning_]:
