@@ -178,10 +178,75 @@ def test_numeric_toleration_operator_against_known_nodes(policy):
     obj = pod({"ownerReferences": FAKE_DAEMONSET_OWNER}, [container(limits=GPU1)], tolerations=GT_TOLERATION)
     d, _ = admit(policy, obj, labels=SANDBOX, cluster=Cluster(nodes=(node,)))
     assert not d.allowed and "pool-spoofing" in rules(d)
-    above = [{**GT_TOLERATION[0], "value": "5"}]  # 5 > 5 is false: this toleration does not tolerate the node
-    obj = pod({"ownerReferences": FAKE_DAEMONSET_OWNER}, [container(limits=GPU1)], tolerations=above)
+    # 5 > 5 is false: this toleration does not tolerate the node the pod names (as a DaemonSet's pod does)
+    above = [{**GT_TOLERATION[0], "value": "5"}]
+    named = affinity({"matchFields": [expr("metadata.name", "In", "a100-1")]})
+    obj = pod({"ownerReferences": FAKE_DAEMONSET_OWNER}, [container(limits=GPU1)], tolerations=above, affinity=named)
     d, _ = admit(policy, obj, labels=SANDBOX, cluster=Cluster(nodes=(node,)))
     assert "pool-spoofing" not in rules(d), [v.render() for v in d.violations]
+
+
+# found by the scheduler oracle (tests/oracle, nodes that join after admission): with Node objects known,
+# a pool was judged only by its nodes of the moment, so a pod excluding today's nodes by hostname (NotIn)
+# or by a label they happen to lack was admitted, and bound to the next node of the pool to join (a
+# replacement, or a scale-up the pending pod itself triggers through the cluster autoscaler).
+H100_NODE = {
+    "apiVersion": "v1",
+    "kind": "Node",
+    "metadata": {"name": "h100-01", "labels": {"workload": "gpu-train", "kubernetes.io/hostname": "h100-01"}},
+    "spec": {
+        "taints": [
+            {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"},
+            {"key": "workload", "value": "gpu-train", "effect": "NoSchedule"},
+        ]
+    },
+    "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+}
+
+
+@pytest.mark.parametrize(
+    "exclude",
+    [
+        {"matchExpressions": [expr("kubernetes.io/hostname", "NotIn", "h100-01")]},
+        {"matchFields": [expr("metadata.name", "NotIn", "h100-01")]},
+        {"matchExpressions": [expr("topology.kubernetes.io/zone", "Exists")]},
+    ],
+)
+def test_nodes_that_join_later_are_reached_too(deny_raw_policy, policy, exclude):
+    from webhook.engine.cluster import Cluster
+
+    cluster = Cluster(nodes=(H100_NODE,))
+    obj = pod({}, [container(limits=GPU1)], tolerations=BLANKET, affinity=affinity(exclude))
+    d, _ = admit(deny_raw_policy, obj, cluster=cluster)
+    assert not d.allowed and "train-h100" in violation(d, "pool-spoofing").message
+    # pinned mode: a pod claiming a DaemonSet owner is not pinned, so it is judged the same way
+    owned = pod(
+        {"ownerReferences": FAKE_DAEMONSET_OWNER},
+        [container(limits=GPU1)],
+        tolerations=BLANKET,
+        affinity=affinity(exclude),
+    )
+    d, _ = admit(policy, owned, cluster=cluster)
+    assert not d.allowed and "train-h100" in violation(d, "pool-spoofing").message
+
+
+def test_known_nodes_still_decide_a_pod_that_names_its_node(deny_raw_policy):
+    from webhook.engine.cluster import Cluster
+
+    cpu = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "cpu-1", "labels": {"kubernetes.io/hostname": "cpu-1"}},
+    }
+    cluster = Cluster(nodes=(H100_NODE, cpu))
+    for placement in (
+        {"nodeSelector": {"kubernetes.io/hostname": "cpu-1"}},
+        {"affinity": affinity({"matchFields": [expr("metadata.name", "In", "cpu-1")]})},
+    ):
+        obj = pod({}, [container(limits=GPU1)], tolerations=BLANKET, **placement)
+        d, _ = admit(deny_raw_policy, obj, cluster=cluster)
+        assert "pool-spoofing" not in rules(d), [v.render() for v in d.violations]
+        assert "pool-spoofing" in rules(admit(deny_raw_policy, obj)[0])  # without the nodes: the model
 
 
 def test_class_pod_with_blanket_toleration_stays_on_its_pool(policy):

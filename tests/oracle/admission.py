@@ -54,8 +54,8 @@ def _called(hook: Webhook, obj: dict[str, Any]) -> str:
 def admit(policy: Policy, hooks: Hooks, obj: dict[str, Any], scenario: Scenario) -> Admitted | None:
     """The stored object, or None when admission refuses it."""
     kw: dict[str, Any] = {"namespace": scenario.namespace, "namespace_labels": scenario.namespace_labels}
-    if scenario.engine_sees_nodes:
-        kw["cluster"] = Cluster(nodes=tuple(n.as_k8s() for n in scenario.nodes))
+    if scenario.known is not None:
+        kw["cluster"] = Cluster(nodes=tuple(n.as_k8s() for n in scenario.nodes if n.name in scenario.known))
     obj = copy.deepcopy(obj)
     obj["metadata"]["namespace"] = scenario.namespace
     # The CEL of matchConditions is evaluated only where its answer changes the outcome (cel-python is

@@ -79,6 +79,15 @@ CARDS: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {
     "L4": (24, ()),
     "L40S": (48, ()),
 }
+# settings.gpuResourcePrefixes as docs/policy.md documents its default
+DEFAULT_GPU_PREFIXES = (
+    "nvidia.com/gpu",
+    "nvidia.com/mig-",
+    "aliyun.com/gpu",
+    "volcano.sh/vgpu-",
+    "volcano.sh/gpu-",
+    "tke.cloud.tencent.com/qgpu",
+)
 TIME_SLICING_REPLICAS = 4
 HAMI_SPLIT = 10
 RDMA_DEVICES = 100
@@ -109,6 +118,7 @@ class PolicyFacts:
     entitlements: tuple[Mapping[str, Any], ...]
     prefix: str
     privileged_all_pools: bool
+    gpu_prefixes: tuple[str, ...]  # the resources the platform counts as GPUs (prefix match)
 
     def entitlement(self, labels: Mapping[str, str]) -> Mapping[str, Any] | None:
         """The first entitlement whose namespace selector matches (policy order)."""
@@ -224,8 +234,9 @@ def _taints(pool: Mapping[str, Any]) -> tuple[dict[str, Any], ...]:
     return tuple(out)
 
 
-def read_policy(path: Path) -> PolicyFacts:
-    doc = yaml.safe_load(path.read_text())
+def read_policy(source: Path | Mapping[str, Any]) -> PolicyFacts:
+    """A policy file (or its parsed document) as the oracle reads it."""
+    doc = yaml.safe_load(source.read_text()) if isinstance(source, Path) else source
     spec = doc["spec"]
     cards = dict(CARDS)
     for name, model in (spec.get("gpuModels") or {}).items():
@@ -250,6 +261,7 @@ def read_policy(path: Path) -> PolicyFacts:
         entitlements=tuple(spec.get("namespaces") or ()),
         prefix=settings.get("prefix") or "gpu-admission.io",
         privileged_all_pools=settings.get("privilegedGPUPools") == "all",
+        gpu_prefixes=tuple(settings.get("gpuResourcePrefixes") or DEFAULT_GPU_PREFIXES),
     )
 
 

@@ -10,7 +10,8 @@ selector matches the namespace's labels):
 
 - a *class pod* (its ``workload`` label names a class of the policy) may bind only to nodes of the
   pools of that class the entitlement grants;
-- a *raw GPU request* (any container, of any kind, holds a GPU-family extended resource; no class)
+- a *raw GPU request* (any container, of any kind, holds an extended resource the policy counts as a
+  GPU: ``settings.gpuResourcePrefixes``, default as docs/policy.md documents it; no class)
   may bind only to nodes of the pools of any class the entitlement grants;
 - any other pod (CPU-only, or RDMA alone) may bind anywhere, CPU-only nodes included: the webhook
   does not place non-GPU pods.
@@ -35,6 +36,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,7 +45,7 @@ from tests.oracle.admission import Admitted, Hooks, admitted_pods
 from tests.oracle.cluster import PolicyFacts, read_policy
 from tests.oracle.scheduler import Node, pod_requests, reach
 from tests.oracle.workloads import Scenario, scenarios
-from webhook.policy import load_policy
+from webhook.policy import load_policy_texts
 
 EXAMPLES = int(os.environ.get("ORACLE_EXAMPLES", "60"))
 COMMON = {
@@ -55,21 +57,14 @@ COMMON = {
 }
 PROPERTY = settings(max_examples=EXAMPLES, **COMMON)
 
+# name -> (policy file, settings overridden). ``rawRequests: deny`` leaves raw requests unpinned, so
+# every one of them is judged by the engine's reachability model alone: the oracle's sharpest test.
 POLICIES = {
-    "default": ROOT / "policies" / "default.yaml",
-    "dra-example": ROOT / "examples" / "dra-policy" / "policy.yaml",
-    "providers": ROOT / "tests" / "engine" / "policies" / "providers.yaml",
+    "default": (ROOT / "policies" / "default.yaml", {}),
+    "default-raw-deny": (ROOT / "policies" / "default.yaml", {"rawRequests": "deny"}),
+    "dra-example": (ROOT / "examples" / "dra-policy" / "policy.yaml", {}),
+    "providers": (ROOT / "tests" / "engine" / "policies" / "providers.yaml", {}),
 }
-GPU_PREFIXES = (
-    "nvidia.com/gpu",
-    "nvidia.com/mig-",
-    "aliyun.com/gpu",
-    "volcano.sh/vgpu",
-    "tke.cloud.tencent.com/qgpu",
-    "amd.com/gpu",
-    "gpu.intel.com/",
-    "habana.ai/",
-)
 DEVICE_COUNTS = ("nvidia.com/gpu", "nvidia.com/gpu.shared", "volcano.sh/vgpu-number")  # + nvidia.com/mig-*
 SHARED_MEMORY_GIB = {  # resource -> how many of its units make a GiB
     "aliyun.com/gpu-mem": 1,
@@ -88,9 +83,11 @@ class World:
 
 @functools.cache
 def world(name: str) -> World:
-    path = POLICIES[name]
-    policy = load_policy(path.parent)
-    return World(policy, read_policy(path), Hooks.of(policy))
+    path, overrides = POLICIES[name]
+    doc = yaml.safe_load(path.read_text())
+    doc["spec"].setdefault("settings", {}).update(overrides)
+    policy = load_policy_texts([(path.name, yaml.safe_dump(doc))])
+    return World(policy, read_policy(doc), Hooks.of(policy))
 
 
 def _meta(pod: dict) -> dict:
@@ -107,12 +104,12 @@ def _containers(pod: dict, kinds=("containers", "initContainers", "ephemeralCont
     return [c for k in kinds for c in spec.get(k) or [] if isinstance(c, dict)]
 
 
-def gpu_resources(pod: dict) -> set[str]:
+def gpu_resources(facts: PolicyFacts, pod: dict) -> set[str]:
     out = set()
     for c in _containers(pod):
         resources = c.get("resources") or {}
         for name in {**(resources.get("limits") or {}), **(resources.get("requests") or {})}:
-            if name.startswith(GPU_PREFIXES) and pod_requests({"containers": [c]}).get(name, 0) > 0:
+            if name.startswith(facts.gpu_prefixes) and pod_requests({"containers": [c]}).get(name, 0) > 0:
                 out.add(name)
     return out
 
@@ -122,7 +119,7 @@ def allowed_pools(facts: PolicyFacts, scenario: Scenario, pod: dict) -> set[str 
     cls = class_of(facts, pod)
     if cls is not None:
         return set(facts.entitled_pools(scenario.namespace_labels, cls))
-    if gpu_resources(pod):
+    if gpu_resources(facts, pod):
         return set(facts.entitled_pools(scenario.namespace_labels, None))
     return None
 
@@ -207,7 +204,7 @@ def privileged_failures(w: World, scenario: Scenario, pods: list[Admitted]) -> l
         if not found:
             continue
         near = [n for n in reach(got.obj, scenario.nodes) if n.pool in sensitive]
-        if gpu_resources(got.obj) or near:
+        if gpu_resources(w.facts, got.obj) or near:
             out.append(
                 _report(scenario, got, near, f"admitted pod with {found} holds GPUs or can reach shared/sliced cards")
             )

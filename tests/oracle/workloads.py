@@ -59,7 +59,9 @@ class Scenario:
     namespace: str
     namespace_labels: dict[str, str]
     obj: dict[str, Any]
-    engine_sees_nodes: bool  # the server's Node watch (exact per-node judgement) or the pool model
+    known: tuple[str, ...] | None
+    """Names of the nodes the engine is shown (the server's Node watch at admission time); the others
+    join the cluster later. None: the engine knows no Node (the pool model alone)."""
 
     def show(self) -> str:
         import json
@@ -67,7 +69,7 @@ class Scenario:
         return json.dumps(
             {
                 "namespace_labels": self.namespace_labels,
-                "engine_sees_nodes": self.engine_sees_nodes,
+                "engine_knows_nodes": self.known,
                 "nodes": [n.as_k8s() | {"pool": n.pool} for n in self.nodes],
                 "object": self.obj,
             },
@@ -316,7 +318,7 @@ def workload(draw, facts: PolicyFacts, cluster: tuple[Node, ...]) -> dict[str, A
     template = {"metadata": meta, "spec": spec}
     if kind == "Pod":
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", **meta}, "spec": spec}
-        if draw(rarely(4 if mode == "wild" else 10)):  # anyone may write an owner reference
+        if draw(rarely(4 if mode == "wild" else 6)):  # anyone may write an owner reference
             pod["metadata"]["ownerReferences"] = [
                 {
                     "apiVersion": "apps/v1",
@@ -392,4 +394,14 @@ def scenarios(draw, facts: PolicyFacts) -> Scenario:
     labels = draw(namespace_labels(facts, name))
     obj = draw(workload(facts, cluster))
     obj["metadata"]["namespace"] = name
-    return Scenario(cluster, name, labels, obj, draw(st.booleans()))
+    view = draw(st.sampled_from(["none", "all", "some"]))
+    known = None
+    if view == "all":
+        known = tuple(n.name for n in cluster)
+    elif view == "some":  # at least one node per pool is known, some join later
+        known = tuple(n.name for n in cluster if n.pool is None or draw(st.booleans()))
+        for pool in {n.pool for n in cluster if n.pool is not None}:
+            first = next(n.name for n in cluster if n.pool == pool)
+            if first not in known:
+                known = (*known, first)
+    return Scenario(cluster, name, labels, obj, known)

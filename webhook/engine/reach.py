@@ -19,10 +19,12 @@ A template reaches a pool when:
   driver serves (``CompiledPool.serves_class``), and an extended resource a DeviceClass maps is served
   by the pool's device plugin or by that class. An unresolved claim narrows nothing: it may be any GPU.
 
-With Node objects in the cluster view, pools that have known nodes are judged node by node instead
-(the node's own labels, name, taints and allocatable resources); pools without known nodes keep the
-model, since their nodes may join later. Every unknown is read as "can match": the model may see more
-reach than the scheduler, never less.
+With Node objects in the cluster view, a template that names its nodes (a hostname selector, every
+required term naming nodes by ``metadata.name`` or hostname ``In``: DaemonSet pods) is judged node by
+node on the pools that have known nodes (the node's own labels, name, taints and allocatable
+resources); any other template keeps the model too, since a node that joins later (a replacement,
+an autoscaler scale-up the pending pod itself triggers) may carry any label the pool leaves open.
+Every unknown is read as "can match": the model may see more reach than the scheduler, never less.
 """
 
 from __future__ import annotations
@@ -309,5 +311,25 @@ def reachable(policy: Policy, pl: Placement, nodes: tuple[Mapping[str, Any], ...
                 allocatable = status.get("allocatable") if isinstance(status.get("allocatable"), dict) else {}
                 pools = tuple(p for p in pools if claims_served(policy.pools[p], pl, allocatable))
             found.update(pools)
-    found.update(n for n in _model_reach(policy, pl) if n not in known)
+    if names_nodes(pl):
+        found.update(n for n in _model_reach(policy, pl) if n not in known)
+    else:  # nodes join later (replacements, autoscaling): the pool model keeps judging what they may be
+        found.update(_model_reach(policy, pl))
     return frozenset(found)
+
+
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def names_nodes(pl: Placement) -> bool:
+    """The template can bind only to nodes it names (a hostname selector; every required term with a
+    ``metadata.name`` or hostname ``In``): the only case the nodes known now decide for good, since a
+    node that joins later has a new name but may carry any label, zone or hostname the pool leaves open."""
+    if any(key == HOSTNAME for key, _ in pl.selector):
+        return True
+    terms = [t for t in pl.terms or () if t[0] or t[1]]
+    return bool(terms) and all(
+        any(key == "metadata.name" and op == "In" for key, op, _ in fields)
+        or any(key == HOSTNAME and op == "In" for key, op, _ in expressions)
+        for expressions, fields in terms
+    )
