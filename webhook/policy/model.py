@@ -292,7 +292,7 @@ class DraConfig(Model):
     )
     claim_name: Name = Field("gpu", description="name of the pod's resource claim the webhook adds")
     serves: tuple[DeviceClassName, ...] = Field(
-        (), description="further DeviceClasses the pool's nodes serve (what raw claims may reach)"
+        (), description="further DeviceClasses the pool's nodes serve (a claim reaches only pools serving its class)"
     )
 
 

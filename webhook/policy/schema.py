@@ -244,7 +244,8 @@ FIELDS: dict[str, dict[str, Any]] = {
         ),
         "claimName": ("name of the pod resource claim the webhook adds", "claimName: gpu"),
         "serves": (
-            "further DeviceClasses the pool's nodes serve, for pods that write their own claims",
+            "further DeviceClasses the pool's nodes serve (`*.suffix` matches every class ending in it), "
+            "for pods that write their own claims: a claim reaches only the pools serving its class",
             "serves: [gpu.nvidia.com]",
         ),
     },
