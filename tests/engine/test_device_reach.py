@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.engine.helpers import container, intent, pod, rules, violation
 from tests.engine.test_reach_attacks import BLANKET, TRAIN_TAINTS, admit
 from webhook.engine import evaluate
-from webhook.engine.device_reach import reaches_dev, triggers
+from webhook.engine.device_reach import has_trigger, reaches_dev, triggers
 
 MIG_POD = intent("inference", gpu_memory="4Gi")
 DEV = [{"name": "dev", "hostPath": {"path": "/dev"}}]
@@ -427,3 +429,64 @@ def test_triggers_are_read_in_container_order():
         ("init container", "i"),
         ("ephemeral container", "e"),
     ]
+
+
+# --- the cheap screen agrees with the full reading --------------------------------------------------------
+
+
+_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "securityContext": st.fixed_dictionaries(
+            {},
+            optional={
+                "privileged": st.sampled_from([True, False, None]),
+                "runAsNonRoot": st.just(True),
+                "capabilities": st.fixed_dictionaries(
+                    {}, optional={"add": st.lists(st.sampled_from(["IPC_LOCK", "CAP_SYS_ADMIN", "all", "NET_RAW"]))}
+                ),
+            },
+        ),
+        "env": st.lists(
+            st.fixed_dictionaries(
+                {"name": st.sampled_from(["A", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"])},
+                optional={"value": st.sampled_from(["none", "void", "all", ""])},
+            ),
+            max_size=4,
+        ),
+        "envFrom": st.lists(
+            st.fixed_dictionaries(
+                {"configMapRef": st.just({"name": "c"})}, optional={"prefix": st.sampled_from(["", "APP_", "NVIDIA_"])}
+            ),
+            max_size=2,
+        ),
+        "volumeMounts": st.lists(
+            st.fixed_dictionaries({"name": st.sampled_from(["a", "b"]), "mountPath": st.just("/m")}), max_size=2
+        ),
+        "volumeDevices": st.lists(
+            st.fixed_dictionaries({"name": st.sampled_from(["a", "b"]), "devicePath": st.just("/d")}), max_size=1
+        ),
+    },
+)
+_SPECS = st.fixed_dictionaries(
+    {"containers": st.lists(_FIELDS, min_size=1, max_size=3)},
+    optional={
+        "initContainers": st.lists(_FIELDS, max_size=2),
+        "ephemeralContainers": st.lists(_FIELDS, max_size=1),
+        "volumes": st.lists(
+            st.fixed_dictionaries(
+                {
+                    "name": st.sampled_from(["a", "b"]),
+                    "hostPath": st.fixed_dictionaries({"path": st.sampled_from(["/dev", "/var/log", "/", "/dev/shm"])}),
+                }
+            ),
+            max_size=2,
+        ),
+    },
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SPECS)
+def test_the_screen_never_misses_a_trigger(spec):
+    assert has_trigger(spec) == bool(list(triggers(spec)))

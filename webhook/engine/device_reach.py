@@ -165,9 +165,43 @@ def triggers(spec: Mapping[str, Any]) -> Iterator[Trigger]:
                 yield from container_triggers(group, index, c, volumes)
 
 
+_TOOLKIT_NAMES = frozenset(TOOLKIT_ENV)
+
+
+def _may_trigger(c: dict[str, Any], volumes: dict[str, tuple[int, str]] | None) -> bool:
+    """A cheap screen: False only when the container certainly has no trigger."""
+    sc = c.get("securityContext")
+    if sc and isinstance(sc, dict):
+        caps = sc.get("capabilities")
+        if sc.get("privileged") is True or (caps and isinstance(caps, dict) and caps.get("add")):
+            return True
+    if c.get("envFrom"):
+        return True
+    env = c.get("env")
+    if env and isinstance(env, list):
+        names = _TOOLKIT_NAMES
+        for e in env:
+            if type(e) is dict and e.get("name") in names:
+                return True
+    return bool(volumes) and bool(c.get("volumeMounts") or c.get("volumeDevices"))
+
+
 def has_trigger(spec: Mapping[str, Any]) -> bool:
-    """Any container of ``spec`` has a trigger (the gate before any reachability computation)."""
-    return next(triggers(spec), None) is not None
+    """Any container of ``spec`` has a trigger: the gate before any reachability computation, on the
+    path of every pod without GPUs, so it screens each container cheaply before reading it in full."""
+    volumes: dict[str, tuple[int, str]] | None = dev_volumes(spec) if spec.get("volumes") else None
+    for group in ("containers", "initContainers", "ephemeralContainers"):
+        items = spec.get(group)
+        if not items or not isinstance(items, list):
+            continue
+        for index, c in enumerate(items):
+            if (
+                isinstance(c, dict)
+                and _may_trigger(c, volumes)
+                and next(container_triggers(group, index, c, volumes or {}), None) is not None
+            ):
+                return True
+    return False
 
 
 def exposed_pools(policy: Policy) -> frozenset[str]:
