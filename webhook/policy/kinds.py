@@ -151,7 +151,15 @@ class Backend(StrEnum):
 
 class GangKind(Model):
     name: Literal["object", "intent"] = Field("object", description="the gang's name: the object's or the intent's")
-    size: Literal["replicas", "intent"] = Field("replicas", description="Σ template pods, or the gang-size intent")
+    size: Literal["replicas", "intent", "nodes"] = Field(
+        "replicas",
+        description="Σ template pods, the gang-size intent, or one pod per node of the template's pool (a DaemonSet)",
+    )
+    carrier: Literal["kind", "template"] = Field(
+        "kind",
+        description="where the gang is spelled: the backend keys of `backends` (kind), or, for controllers that "
+        "create plain Pods from their template (apps/v1), the pod-group keys those Pods inherit (template)",
+    )
     selector: str | None = Field(
         None, description="label the controller puts on every pod with the gang's name ({prefix}: intent prefix)"
     )

@@ -141,7 +141,15 @@ FIELDS: dict[str, dict[str, Any]] = {
     "GangKind": {
         "": "How the kind's gang is named, sized and selected.",
         "name": ("`object` (metadata.name) or `intent` (the gang annotation)", "name: object"),
-        "size": ("`replicas` (Σ template pods) or `intent` (gang-size)", "size: replicas"),
+        "size": (
+            "`replicas` (Σ template pods), `intent` (gang-size) or `nodes` (one pod per node of its pool)",
+            "size: replicas",
+        ),
+        "carrier": (
+            "`kind`: the gang is spelled in `backends`; `template`: the controller creates plain Pods from its "
+            "template, so the gang is the backend's pod-group keys on the template (apps/v1 controllers)",
+            "carrier: kind",
+        ),
         "selector": (
             "label the controller puts on every pod with the gang's name (topology selects the gang by it)",
             "selector: example.com/run-name",

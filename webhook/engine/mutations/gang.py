@@ -45,7 +45,27 @@ def pod_count(ctx: Context) -> int:
             return primary.intent.gang_size
         total = kueue_total(ctx.obj)  # the group the user spelled in Kueue's own keys
         return total if total is not None else 1
+    if ctx.workload.spec.gang.size == "nodes":  # a DaemonSet: one pod per node of the pool it resolves to
+        nodes = node_count(ctx)
+        return nodes if nodes is not None else UNKNOWN_NODES
     return sum(s.tpl.replicas for s in ctx.states if s.tpl.gang)
+
+
+UNKNOWN_NODES = 2
+"""A per-node workload on a pool whose ``nodes`` the policy does not state: counted as more than one."""
+
+
+def node_count(ctx: Context) -> int | None:
+    """Nodes of the pools the templates resolve to (None: a pool does not declare ``nodes``)."""
+    total = 0
+    for state in ctx.states:
+        res = state.resolution
+        if res is None or not state.tpl.gang:
+            continue
+        if res.pool.spec.nodes is None:
+            return None
+        total += res.pool.spec.nodes
+    return total
 
 
 def _pod_meta(obj: dict, section: str) -> dict:

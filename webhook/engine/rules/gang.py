@@ -7,10 +7,17 @@ from collections.abc import Iterable
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
 from webhook.engine.mutations.gang import (
+    COSCHEDULING_GROUP,
+    KUEUE_GROUP,
     KUEUE_MIN_PARALLELISM,
     KUEUE_QUEUE,
+    KUEUE_TOTAL,
+    VOLCANO_GROUP_NAME,
+    VOLCANO_MIN_MEMBER,
     backend_keys,
     job_paths,
+    kueue_queue,
+    node_count,
     targets,
     value_for,
 )
@@ -46,6 +53,8 @@ def _gang_missing(ctx: Context) -> str | None:
     assert gang is not None
     if gang.backend is GangBackend.NONE:
         return "its class has no gang backend"
+    if ctx.workload.spec.gang.carrier == "template":
+        return _template_gang_missing(ctx)
     keys = backend_keys(ctx)
     if keys is None:
         others = [b for b in ctx.workload.backends if b != gang.backend.value]
@@ -77,6 +86,96 @@ def _gang_missing(ctx: Context) -> str | None:
     return None
 
 
+def _template_gang_missing(ctx: Context) -> str | None:
+    """A controller that creates plain Pods from its template (Deployment, StatefulSet, ReplicaSet,
+    DaemonSet). The webhook mutates those Pods, never the controller, so the gang must already be
+    spelled where the backend reads it on a Pod, on the template the Pods are copied from (Volcano:
+    also the owner's ``group-min-member``, which Volcano turns into one PodGroup for the owner's pods),
+    or in the gang intent (``gang`` + ``gang-size``), from which the webhook writes those keys on
+    every Pod it admits."""
+    gang, keys = ctx.gang, ctx.policy.keys
+    assert gang is not None
+    for state in ctx.states:
+        if not state.tpl.gang or state.intent is None or state.cls is None:
+            continue
+        intent = state.intent
+        if intent.gang is not None and intent.gang_size is not None and intent.gang_size > 1:
+            continue  # written on every Pod (a gang-size other than the pod count is gang-incomplete)
+        view = state.view
+        labels = view.metadata.get("labels") if isinstance(view.metadata.get("labels"), dict) else {}
+        annotations = view.metadata.get("annotations") if isinstance(view.metadata.get("annotations"), dict) else {}
+        scheduler = view.spec.get("schedulerName")
+        group = "<name>" if gang.backend is GangBackend.KUEUE else "<your PodGroup>"
+        intent_fix = f"or annotate the template with {keys.gang}: {group} and {keys.gang_size}: {gang.size}"
+        if gang.backend is GangBackend.VOLCANO:
+            want = state.cls.gang.scheduler_name or "volcano"
+            owner = _get(ctx.obj, ("metadata", "annotations", VOLCANO_MIN_MEMBER))
+            if VOLCANO_GROUP_NAME not in annotations and owner is None:
+                return (
+                    f"its pods join no Volcano PodGroup: annotate the {ctx.workload.name} with "
+                    f"{VOLCANO_MIN_MEMBER}: \"{gang.size}\" (Volcano makes one PodGroup of its pods) or the "
+                    f"pod template with {VOLCANO_GROUP_NAME}: <your PodGroup>, and set the template's "
+                    f"schedulerName: {want}; {intent_fix}"
+                )
+            if scheduler != want:
+                where = view.dotted("spec", "schedulerName")
+                shown = "not set" if unset_scheduler(scheduler) else f"{scheduler!r}"
+                return f"{where} is {shown}, not {want!r}: Volcano never sees the pods; set schedulerName: {want}"
+        elif gang.backend is GangBackend.KUEUE:
+            if KUEUE_GROUP not in labels or KUEUE_TOTAL not in annotations:
+                return (
+                    f"its pods form no Kueue pod group: label the pod template {KUEUE_GROUP}: <name> and "
+                    f"annotate it {KUEUE_TOTAL}: \"{gang.size}\"; {intent_fix}"
+                )
+            if KUEUE_QUEUE not in labels and kueue_queue(ctx) is None:
+                return f"no Kueue queue is configured for namespace {ctx.namespace!r} (set kueueQueue in the policy)"
+        elif gang.backend is GangBackend.COSCHEDULING:
+            want = state.cls.gang.scheduler_name
+            if COSCHEDULING_GROUP not in labels:
+                return (
+                    f"its pods join no PodGroup: label the pod template {COSCHEDULING_GROUP}: <your PodGroup "
+                    f"with minMember {gang.size}>" + (f" and set schedulerName: {want}" if want else "")
+                    + f"; {intent_fix}"
+                )
+            if want and scheduler != want:
+                where = view.dotted("spec", "schedulerName")
+                shown = "not set" if unset_scheduler(scheduler) else f"{scheduler!r}"
+                return f"{where} is {shown}, not {want!r}: the coscheduling plugin never sees the pods"
+    return None
+
+
+def _template_gang_sizes(ctx: Context, cname: str | None) -> Iterable[Finding]:
+    """The pod counts a controller's own pod-group keys state, against the pods it runs."""
+    gang = ctx.gang
+    assert gang is not None
+    if ctx.workload.spec.gang.size == "nodes" and node_count(ctx) is None:
+        return  # one pod per node of a pool whose size the policy does not state: nothing to compare
+    size, kind = gang.size, ctx.workload.name
+    counted = "nodes of its pool" if ctx.workload.spec.gang.size == "nodes" else "replicas"
+    if gang.backend is GangBackend.VOLCANO:
+        value = _get(ctx.obj, ("metadata", "annotations", VOLCANO_MIN_MEMBER))
+        if isinstance(value, str) and value != str(size):
+            yield Finding(
+                "gang-incomplete",
+                dotted(("metadata", "annotations", VOLCANO_MIN_MEMBER)),
+                f"{VOLCANO_MIN_MEMBER} {value} != the {size} {counted} of the {kind}: Volcano would "
+                f"start a partial group or wait forever; set it to \"{size}\"",
+                cname,
+            )
+    elif gang.backend is GangBackend.KUEUE:
+        for state in ctx.states:
+            annotations = state.view.metadata.get("annotations")
+            value = annotations.get(KUEUE_TOTAL) if isinstance(annotations, dict) else None
+            if isinstance(value, str) and value != str(size):
+                yield Finding(
+                    "gang-incomplete",
+                    state.view.dotted("metadata", "annotations", KUEUE_TOTAL),
+                    f"{KUEUE_TOTAL} {value} != the {size} {counted} of the {kind}: Kueue would admit a "
+                    f"partial group or wait forever; set it to \"{size}\"",
+                    cname,
+                )
+
+
 def _no_gang_name(ctx: Context) -> str:
     key = ctx.policy.keys.gang
     primary = ctx.primary
@@ -95,7 +194,8 @@ def _multi_pod(ctx: Context) -> bool:
 @rule(
     "gang-required",
     Action.DENY,
-    "multi-pod training without a gang (Job parallelism > 1, Volcano Job, gang-size > 1)",
+    "multi-pod training without a gang (Job parallelism > 1, Volcano Job, gang-size > 1, an operator kind or "
+    "a Deployment/StatefulSet/ReplicaSet/DaemonSet of a gang-required class with more than one pod)",
     needs=("multi-pod",),
 )
 def gang_required(ctx: Context) -> Iterable[Finding]:
@@ -108,9 +208,20 @@ def gang_required(ctx: Context) -> Iterable[Finding]:
         yield Finding(
             "gang-required",
             primary.intent.class_path if primary.intent else "",
-            f"{ctx.gang.size} pods of class {primary.class_name!r} must start together, but {why}",
+            f"{_pods(ctx, primary)} of class {primary.class_name!r} must start together, but {why}",
             primary.class_name,
         )
+
+
+def _pods(ctx: Context, primary: TemplateState) -> str:
+    assert ctx.gang is not None
+    if ctx.workload.spec.gang.size != "nodes":
+        return f"{ctx.gang.size} pods"
+    pool = primary.resolution.pool if primary.resolution is not None else None
+    nodes = node_count(ctx)
+    where = f"pool {pool.name}" if pool is not None else "its pool"
+    counted = f", {nodes} nodes" if nodes is not None else ""
+    return f"the pods of a {ctx.workload.name} (one per node of {where}{counted}; run workers as a Job kind)"
 
 
 @rule(
@@ -132,6 +243,7 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
         and intent.gang_size is not None
         and ctx.workload.spec.gang.size != "intent"
         and intent.gang_size != size
+        and not (ctx.workload.spec.gang.size == "nodes" and node_count(ctx) is None)
     ):
         yield Finding(
             "gang-incomplete",
@@ -167,6 +279,8 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
                     f"Volcano would start {task_min} of them; set it to {replicas} or remove it",
                     cname,
                 )
+    elif ctx.workload.spec.gang.carrier == "template":  # apps controllers: the keys on the template
+        yield from _template_gang_sizes(ctx, cname)
     else:  # every other kind: the keys the kind table says its backends read
         if ctx.workload.spec.gang.size == "intent" and (intent is None or intent.gang_size is None):
             return  # a bare pod without gang-size: nothing to compare the backend's count with
