@@ -274,3 +274,11 @@ def test_a_daemonset_of_dra_pods_reaches_only_the_pools_serving_its_class():
     assert spoofed(serving(PIN, ds)) == {"dev-a10"}
     ds["spec"]["template"]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"] = "mig"
     assert "pool-spoofing" not in rules(serving(PIN, ds))
+
+
+def test_an_unpinned_claim_is_judged_against_the_pools_it_can_reach():
+    # rawRequests deny: not pinned; the per-profile class reaches only infer-a100 (the MIG pool), whose
+    # A100-40GB cards have no 1g.12gb, although an H100-94GB in the catalogue would
+    cluster = cluster_of(rct("small", exactly("mig-1g-12gb.gpu.nvidia.com")))
+    v = violation(serving(DENY, claim_pod("small", tolerations=BLANKET), cluster=cluster), "mig-profile-unavailable")
+    assert "no pool it can reach offers (infer-a100)" in v.message and "1g.5gb" in v.message

@@ -57,9 +57,9 @@ def claim_profiles(ctx: Context, state: TemplateState) -> Iterable[Finding]:
     ``mig-1g-12gb.gpu.nvidia.com``, or a ``profile ==`` selector) the pool's GPU model does not offer.
 
     Judged against the pool the pod lands on (resolved, pinned, or the one its nodeSelector targets);
-    without one, against every GPU model of the catalogue. A request is reported only when none of its
-    ``firstAvailable`` alternatives can be served there: a portable claim that lists one profile per
-    GPU model is how such claims are meant to be written."""
+    without one, against the pools it can reach, then against every GPU model of the catalogue. A
+    request is reported only when none of its ``firstAvailable`` alternatives can be served there: a
+    portable claim that lists one profile per GPU model is how such claims are meant to be written."""
     pool = _landing_pool(ctx, state)
     for claim in state.judged.claims:
         if claim.unresolved is not None:
@@ -81,6 +81,17 @@ def claim_profiles(ctx: Context, state: TemplateState) -> Iterable[Finding]:
                     state.class_name,
                 )
             else:
+                reached = [ctx.policy.pools[n] for n in ctx.policy.pools if n in ctx.reach(state)]
+                if reached and not any(p.name in request.profiles for pl in reached for p in pl.profiles):
+                    valid = sorted({p.name for pl in reached for p in pl.profiles})
+                    yield Finding(
+                        "mig-profile-unavailable",
+                        where,
+                        f"claim {claim.name!r} asks for MIG {' or '.join(request.profiles)}, which no pool it can "
+                        f"reach offers ({', '.join(pl.name for pl in reached)}); valid: {', '.join(valid) or 'none'}",
+                        state.class_name,
+                    )
+                    continue
                 known = {p.name for m in ctx.policy.models.values() for p in m.profiles}
                 if any(p in known for p in request.profiles):
                     continue
