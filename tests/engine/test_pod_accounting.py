@@ -411,3 +411,19 @@ def test_update_that_adds_nothing_new_is_admitted_and_one_that_adds_a_sidecar_is
     again = copy.deepcopy(grown)  # the sidecar is already stored: a further label edit adds nothing
     again["metadata"].setdefault("labels", {})["team"] = "vision"
     assert "gpu-count-exceeded" not in rules(update(again, grown))
+
+
+def test_a_claim_in_another_container_adds_its_memory_to_the_pod(policy):
+    """Each DRA claim alone is under the class maximum (judged per claim); with the GPU container's
+    gpu-memory the pod is above it."""
+    from tests.engine.test_dra import NS, claim_pod, cluster_of, exactly, rct
+
+    cluster = cluster_of(rct("mem-22", exactly("gpu.nvidia.com", capacity={"requests": {"memory": "22Gi"}})))
+    side = container("side", resources={"claims": [{"name": "c0"}]})
+    obj = claim_pod("mem-22", meta=intent("dev", gpu_memory="4Gi"), containers=[container(), side])
+    d, _ = admit(policy, obj, labels=SANDBOX, namespace=NS, cluster=cluster)
+    v = violation(d, "gpu-memory-exceeded")
+    assert "the pod holds 26Gi of GPU memory" in v.message and "22Gi in claim 'c0'" in v.message
+    assert v.path == "spec.resourceClaims[0]" and not d.allowed
+    count = violation(d, "gpu-count-exceeded")  # dev: maxGPUs 1; the claim's device is a second one
+    assert "1 in claim 'c0'" in count.message and count.path == "spec.resourceClaims[0]"

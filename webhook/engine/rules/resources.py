@@ -325,6 +325,12 @@ def _counted(state: TemplateState, pod: PodResources, value) -> tuple[str, str]:
     GPU container does (a sidecar's or an extra container's devices), and the fix."""
     target = state.target() if state.intent is not None else None
     parts, other = _held(pod, value, str, target)
+    claims = [c for c in pod.claims if c.devices and not c.platform]  # the user's own claims
+    for c in claims:
+        parts += f"{', ' if parts else ''}{c.devices} in claim {c.name!r}"
+    if other is None and claims:
+        tail = f" (counted over the whole pod: {parts}); remove the claim {claims[0].name!r} or ask for fewer"
+        return state.view.dotted("spec", "resourceClaims", claims[0].index), tail
     if other is None:
         return state.view.dotted("spec", "containers"), ""
     fix = (
@@ -378,7 +384,9 @@ def _pod_memory(ctx: Context, state: TemplateState, limit: Fraction) -> Iterable
     target = state.target()
     gpu = next((c for c in pod.containers if (c.group, c.index) == target), None)
     mine = gpu is not None and _as_resolved(gpu, res.resources)
-    if mine and not any(c.gpu_families for c in pod.containers if c is not gpu):
+    # the user's own DRA claims that say their memory (the platform's claim is the GPU container's intent)
+    claimed = [(cl, r) for cl in pod.claims if not cl.platform for r in cl.requests if r.memory is not None]
+    if mine and not claimed and not any(c.gpu_families for c in pod.containers if c is not gpu):
         return  # the GPU container alone, holding what the webhook gave it: judged above
     card, mig = res.pool.gpu.memory, _mig_memory(ctx.policy)
     asked = res.memory if res.memory is not None else 0
@@ -389,14 +397,24 @@ def _pod_memory(ctx: Context, state: TemplateState, limit: Fraction) -> Iterable
         return c.gpu_memory(card, mig)
 
     total, _ = effective(pod.containers, held)
+    total += sum(r.memory * r.count for _, r in claimed)  # type: ignore[operator]  # a claim is the pod's
     if total <= limit:
         return
     parts, other = _held(pod, held, format_bytes, target)
-    where = _cpath(state, other, "resources") if other is not None else state.view.dotted("spec", "containers")
+    for cl, r in claimed:
+        parts += f"{', ' if parts else ''}{format_bytes(r.memory * r.count)} in claim {cl.name!r}"  # type: ignore[operator]
+    if other is not None:
+        where = _cpath(state, other, "resources")
+    elif claimed:
+        where = state.view.dotted("spec", "resourceClaims", claimed[0][0].index)
+    else:
+        where = state.view.dotted("spec", "containers")
     fix = (
         f"only the GPU container {gpu.name!r} gets GPU memory (from {ctx.policy.keys.gpu_memory}): remove the GPU "
         f"resources of {other.name!r}"
         if gpu is not None and other is not None
+        else f"remove the claim {claimed[0][0].name!r} (the webhook sizes the GPU container's devices)"
+        if claimed
         else f"ask for at most {format_bytes(limit)}"
     )
     yield Finding(
