@@ -44,18 +44,23 @@ class Admitted:
     judged: bool  # /validate was asked (False: the configurations let it through unjudged)
 
 
-def _called(hook: Webhook, obj: dict[str, Any]) -> str:
+def _called(hook: Webhook, obj: dict[str, Any], operation: str = "CREATE", old: dict | None = None) -> str:
     group, _version, resource = resource_of(obj) or ("", "", "")
-    if not hook.matches_rules(group, resource, "CREATE"):
+    if not hook.matches_rules(group, resource, operation):
         return "skip"
-    return hook.decide(obj)
+    return hook.decide(obj, operation=operation, old=old)
+
+
+def _context(scenario: Scenario) -> dict[str, Any]:
+    kw: dict[str, Any] = {"namespace": scenario.namespace, "namespace_labels": scenario.namespace_labels}
+    if scenario.known is not None:
+        kw["cluster"] = Cluster(nodes=tuple(n.as_k8s() for n in scenario.nodes if n.name in scenario.known))
+    return kw
 
 
 def admit(policy: Policy, hooks: Hooks, obj: dict[str, Any], scenario: Scenario) -> Admitted | None:
     """The stored object, or None when admission refuses it."""
-    kw: dict[str, Any] = {"namespace": scenario.namespace, "namespace_labels": scenario.namespace_labels}
-    if scenario.known is not None:
-        kw["cluster"] = Cluster(nodes=tuple(n.as_k8s() for n in scenario.nodes if n.name in scenario.known))
+    kw = _context(scenario)
     obj = copy.deepcopy(obj)
     obj["metadata"]["namespace"] = scenario.namespace
     # The CEL of matchConditions is evaluated only where its answer changes the outcome (cel-python is
@@ -81,8 +86,34 @@ def admit(policy: Policy, hooks: Hooks, obj: dict[str, Any], scenario: Scenario)
     return Admitted(stored, judged=False)
 
 
+def update(policy: Policy, hooks: Hooks, old: dict[str, Any], scenario: Scenario) -> Admitted | None:
+    """The user's UPDATE of a stored pod, as the API server lets it change a pod (``ValidatePodUpdate``:
+    tolerations may only be added; labels and annotations change freely): the updated pod as stored, or
+    None when refused. The validating webhook judges it as stored, against the old object."""
+    new = copy.deepcopy(old)
+    meta = new["metadata"]
+    labels = dict(meta.get("labels") or {})
+    for key, value in scenario.relabel.items():
+        if value is None:
+            labels.pop(key, None)
+        else:
+            labels[key] = value
+    meta["labels"] = labels
+    if scenario.add_tolerations:
+        new["spec"]["tolerations"] = [*(new["spec"].get("tolerations") or []), *scenario.add_tolerations]
+    if new == old:
+        return None
+    decision = evaluate(policy, new, operation="UPDATE", old_object=old, **_context(scenario))
+    if decision.allowed:
+        return Admitted(new, judged=True)
+    if _called(hooks.validating, new, "UPDATE", old) in (CALL, REJECT):
+        return None
+    return Admitted(new, judged=False)
+
+
 def admitted_pods(policy: Policy, hooks: Hooks, scenario: Scenario) -> list[Admitted]:
-    """The pods that end up stored: the object's own admission, then each pod its controller creates."""
+    """The pods that end up stored: the object's own admission, then each pod its controller creates,
+    and each of those as the user's UPDATE leaves it when admitted."""
     top = admit(policy, hooks, scenario.obj, scenario)
     if top is None:
         return []
@@ -92,4 +123,7 @@ def admitted_pods(policy: Policy, hooks: Hooks, scenario: Scenario) -> list[Admi
         got = admit(policy, hooks, pod, scenario)
         if got is not None:
             out.append(got)
+            updated = update(policy, hooks, got.obj, scenario)
+            if updated is not None:
+                out.append(updated)
     return out

@@ -60,6 +60,8 @@ class Scenario:
     namespace_labels: dict[str, str]
     obj: dict[str, Any]
     known: tuple[str, ...] | None
+    add_tolerations: list[dict[str, Any]]  # the user's later UPDATE of each stored pod ...
+    relabel: dict[str, str | None]  # ... and its label changes (None: removed)
     """Names of the nodes the engine is shown (the server's Node watch at admission time); the others
     join the cluster later. None: the engine knows no Node (the pool model alone)."""
 
@@ -70,6 +72,8 @@ class Scenario:
             {
                 "namespace_labels": self.namespace_labels,
                 "engine_knows_nodes": self.known,
+                "update_adds_tolerations": self.add_tolerations,
+                "update_relabels": self.relabel,
                 "nodes": [n.as_k8s() | {"pool": n.pool} for n in self.nodes],
                 "object": self.obj,
             },
@@ -247,7 +251,7 @@ def pod_spec(draw, facts: PolicyFacts, cluster: tuple[Node, ...], restart: str |
     if draw(rarely(6)):
         spec["ephemeralContainers"] = [draw(container("debug", offered, "ephemeral", wild=wild))]
     everyone = spec["containers"] + spec.get("initContainers", [])
-    if mode == "cpu" or (mode == "class" and not draw(rarely(4))):
+    if mode == "cpu" or (mode == "class" and not draw(rarely(3))):
         for c in everyone:
             c.pop("resources", None)
     elif mode == "raw":
@@ -404,4 +408,7 @@ def scenarios(draw, facts: PolicyFacts) -> Scenario:
             first = next(n.name for n in cluster if n.pool == pool)
             if first not in known:
                 known = (*known, first)
-    return Scenario(cluster, name, labels, obj, known)
+    relabel: dict[str, str | None] = {}
+    if draw(rarely(3)):
+        relabel[f"{facts.prefix}/workload"] = draw(st.sampled_from([None, "none", *sorted(facts.classes)]))
+    return Scenario(cluster, name, labels, obj, known, draw(tolerations(facts)), relabel)
