@@ -189,3 +189,31 @@ def test_check_is_fast_to_start():
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert proc.stdout.strip().splitlines()[-1] == "[]", proc.stdout + proc.stderr
+
+
+AGENT_DS = """apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: node-agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      tolerations: [{operator: Exists}]
+      containers:
+      - name: agent
+        image: agent:1
+        volumeMounts: [{name: host, mountPath: /host}]
+      volumes:
+      - {name: host, hostPath: {path: /}}
+"""
+
+
+def test_a_cpu_daemonset_mounting_the_host_root_onto_sliced_nodes_is_denied_at_its_line(tmp_path, capsys):
+    """privileged-gpu on a controller without GPUs: its pods tolerate every taint, so they land on the MIG
+    nodes, and hostPath / reaches /dev there. Without the blanket toleration it is not a GPU workload."""
+    code, out, _ = check(tmp_path, capsys, AGENT_DS)
+    assert code == 1, out
+    assert f"{tmp_path / 'manifests.yaml'}:13: deny [privileged-gpu] container 'agent' uses hostPath volume" in out
+    code, out, _ = check(tmp_path, capsys, AGENT_DS.replace("      tolerations: [{operator: Exists}]\n", ""))
+    assert code == 0 and "1 skipped" in out, out

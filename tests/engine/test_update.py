@@ -124,3 +124,18 @@ def test_an_unprivileged_ephemeral_container_is_admitted(policy):
     stored = _stored(policy, pod(intent("inference", gpu_memory="4Gi"), [container()]))
     decision = _update(policy, _debugged(stored), stored)
     assert decision.allowed, [v.render() for v in decision.violations]
+
+
+def test_an_ephemeral_container_asking_the_toolkit_for_every_gpu_on_a_whole_gpu_pod_is_denied(policy):
+    """Not only slices: a debug container with NVIDIA_VISIBLE_DEVICES=all on a training pod's node sees
+    the cards other pods hold (privileged-gpu covers every pod that holds GPUs)."""
+    training = {"gpu-admission.io/tier": "training"}
+    stored = _stored(policy, pod(intent("training", gpus=4), [container()]), labels=training)
+    new = copy.deepcopy(stored)
+    new["spec"]["ephemeralContainers"] = [
+        {"name": "dbg", "image": "cuda:12", "env": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}]}
+    ]
+    decision = _update(policy, new, stored, labels=training)
+    found = [v for v in decision.violations if v.rule == "privileged-gpu"]
+    assert not decision.allowed and [v.path for v in found] == ["spec.ephemeralContainers[0].env[0]"]
+    assert _update(policy, copy.deepcopy(stored), stored, labels=training).allowed, "the pod itself is fine"
