@@ -125,7 +125,11 @@ def judged_pool(ctx: Context, state: TemplateState) -> CompiledPool | None:
     return None
 
 
-@rule("mig-profile-unavailable", Action.DENY, "a MIG resource the pool's GPU model does not offer")
+@rule(
+    "mig-profile-unavailable",
+    Action.DENY,
+    "a MIG resource or claimed MIG profile the pool's GPU model does not offer",
+)
 def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
     policy = ctx.policy
     for state in ctx.states:
