@@ -69,15 +69,17 @@ def test_a_one_mib_pod_mutates_in_linear_work(policy):
         gc.collect()
         gc.disable()  # a collection of a million fresh objects would land in one run or the other
         try:
-            started = time.perf_counter()
+            # CPU time of this thread, not wall time: on a loaded CI machine the thread is preempted
+            # for whole time slices, which wall time would charge to whichever run it hit
+            started = time.thread_time()
             evaluate(policy, copy, namespace="ml", namespace_labels=SERVING, validate=False, details=False)
-            return time.perf_counter() - started
+            return time.thread_time() - started
         finally:
             gc.enable()
 
     once("small"), once("large")  # warm the per-policy caches
     best = {"small": float("inf"), "large": float("inf")}
-    for _ in range(5):  # interleaved, best of five: the machine's load hits both alike
+    for _ in range(7):  # interleaved, best of seven: the machine's load hits both alike
         for name in best:
             best[name] = min(best[name], once(name))
 

@@ -166,7 +166,7 @@ def test_unknown_namespace_returns_none_after_the_short_wait(fake, cache_for):
     assert cache.wait_synced(30)
     started = time.monotonic()
     assert cache.labels("never-existed") is None
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 3.0  # the short wait, not the sync timeout (30 s); room for a loaded CI
 
 
 # --- inside the real server ---------------------------------------------------------------------------
