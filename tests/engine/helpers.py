@@ -223,13 +223,53 @@ def pod_template_errors(obj: dict) -> list[str]:
     assert kind is not None
     errors = []
     for tpl in templates(obj, kind):
-        if tpl.virtual:
+        if tpl.virtual:  # TrainJob: the pod template its runtime will run, and the patches' own shape
+            errors += runtime_patch_errors(obj, tpl)
+            wrapper = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}}
+            wrapper["template"] = {"metadata": tpl.metadata, "spec": tpl.spec}
+            errors += [f"{tpl.dotted()} (as projected): {e}" for e in k8s_errors(wrapper)]
             continue
         node: Any = obj
         for part in tpl.path:
             node = node[part]
         wrapper = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": node}
         errors += [f"{tpl.dotted()}: {e}" for e in k8s_errors(wrapper)]
+    return errors
+
+
+RUNTIME_PATCH_POD_SPEC = frozenset(
+    {"serviceAccountName", "volumes", "initContainers", "containers", "imagePullSecrets", "securityContext",
+     "nodeSelector", "affinity", "tolerations", "schedulingGates"}
+)  # Kubeflow Trainer v2.3 trainjob_types.go PodSpecPatch; ContainerPatch: name, env, volumeMounts, securityContext
+
+
+def runtime_patch_errors(obj: dict, tpl: Any) -> list[str]:
+    """The fields a TrainJob's ``spec.runtimePatches`` may hold (Trainer's RuntimePatch types, read in
+    kubeflow/trainer ``pkg/apis/trainer/v1alpha1/trainjob_types.go``; no CRD is stored here): entries
+    keyed by a unique ``manager`` of at most 253 characters, at most 16 of them, replicated jobs keyed
+    by ``name``, pod metadata only labels/annotations, pod spec only the PodSpecPatch fields."""
+    errors: list[str] = []
+    patches = obj.get("spec", {}).get("runtimePatches")
+    if patches is None:
+        return errors
+    managers = [p.get("manager") for p in patches]
+    if len(set(managers)) != len(managers) or len(patches) > 16:
+        errors.append(f"runtimePatches: managers must be unique, at most 16: {managers}")
+    for i, entry in enumerate(patches):
+        if set(entry) - {"manager", "time", "trainingRuntimeSpec"} or not 1 <= len(entry.get("manager", "")) <= 253:
+            errors.append(f"runtimePatches[{i}]: {sorted(entry)}")
+        template = entry.get("trainingRuntimeSpec", {}).get("template", {})
+        for job in template.get("spec", {}).get("replicatedJobs", []):
+            pod = job.get("template", {}).get("spec", {}).get("template", {})
+            if set(pod.get("metadata", {})) - {"labels", "annotations"}:
+                errors.append(f"runtimePatches[{i}] {job.get('name')}: pod metadata {sorted(pod['metadata'])}")
+            extra = set(pod.get("spec", {})) - RUNTIME_PATCH_POD_SPEC
+            if extra:
+                errors.append(f"runtimePatches[{i}] {job.get('name')}: pod spec fields {sorted(extra)} not patchable")
+            for group in ("containers", "initContainers"):
+                for c in pod.get("spec", {}).get(group, []):
+                    if set(c) - {"name", "env", "volumeMounts", "securityContext"}:
+                        errors.append(f"runtimePatches[{i}] {group} {c.get('name')}: {sorted(c)}")
     return errors
 
 

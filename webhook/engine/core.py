@@ -38,7 +38,7 @@ from webhook.engine.resources import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.rules import RULES, effective_action
 from webhook.engine.rules.registry import facts as rule_facts
 from webhook.engine.shape import shape_errors
-from webhook.engine.workload import Template, classify, dotted, kind_name, templates
+from webhook.engine.workload import Template, classify, dotted, kind_name, projected, templates
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind
 from webhook.policy.model import Isolation
@@ -461,8 +461,13 @@ def _where(state: TemplateState) -> str:
 
 
 def _template_at(doc: dict[str, Any], tpl: Template) -> Template:
-    if tpl.virtual:  # built from a resources field, never patched
-        return tpl
+    if tpl.virtual:  # built from the object's fields (TrainJob): read them again from the mutated object
+        if tpl.rule is None:
+            return tpl
+        meta, spec = projected(doc, tpl.rule)
+        return Template(
+            tpl.path, meta, spec, tpl.replicas, tpl.task, tpl.gang, True, tpl.bindings, tpl.resources_at, tpl.rule
+        )
     node: Any = doc
     for part in tpl.path:
         node = node[part] if isinstance(node, dict | list) else {}

@@ -56,6 +56,7 @@ class Template:
     virtual: bool = False  # built from a resources field (TrainJob): judged, never patched
     bindings: tuple[str | int, ...] = ()  # the concrete keys/indices of the kind's path wildcards
     resources_at: tuple[str | int, ...] = ()  # virtual templates: where the container's resources are
+    rule: CompiledTemplate | None = None  # virtual templates: the table row, to read it again after mutation
 
     @property
     def meta_path(self) -> tuple[str | int, ...]:
@@ -69,8 +70,14 @@ class Template:
         if self.virtual:  # no template of its own: its metadata is the object's, its resources a field
             if rest[:1] == ("metadata",):
                 return dotted(rest)
-            if rest[:1] == ("spec",) and self.resources_at:  # the one container's resources
-                return dotted((*self.resources_at, *(rest[4:] if rest[3:4] == ("resources",) else ())))
+            if rest[:1] == ("spec",) and self.resources_at:
+                own = rest[1:2] == ("containers",) and rest[3:4] in ((), ("resources",))  # the object's field
+                if own or self.rule is None or self.rule.patches is None:
+                    return dotted((*self.resources_at, *(rest[4:] if rest[3:4] == ("resources",) else ())))
+                # any other pod-spec field reaches the pods through the runtime patches
+                return dotted(self.rule.patches) + PATCH_TEXT + "".join(
+                    f"[{p}]" if isinstance(p, int) else f".{p}" for p in rest[1:]
+                )
         return dotted((*self.path, *rest))
 
 
@@ -126,14 +133,97 @@ def _template(obj: dict[str, Any], rule: CompiledTemplate, path: tuple, bound: t
         role = bound[-1]
     node = _map(node)
     if rule.resources is not None:  # one container whose resources the object states (TrainJob)
-        resources = lookup(obj, rule.resources)
-        container: dict[str, Any] = {"name": rule.container}
-        if isinstance(resources, dict):
-            container["resources"] = resources
-        return Template(
-            path, {}, {"containers": [container]}, replicas, role, rule.gang, True, bound, rule.resources  # type: ignore[arg-type]
-        )
+        meta, spec = projected(obj, rule)
+        return Template(path, meta, spec, replicas, role, rule.gang, True, bound, rule.resources, rule)  # type: ignore[arg-type]
     return Template(path, _map(node.get("metadata")), _map(node.get("spec")), replicas, role, rule.gang, False, bound)
+
+
+PATCH_TEXT = "[*].trainingRuntimeSpec.template.spec.replicatedJobs[*].template.spec.template.spec"
+"""Where a runtime patch keeps its pod spec (messages; see ``projected``)."""
+PATCH_SPEC_FIELDS = (
+    "serviceAccountName",
+    "volumes",
+    "imagePullSecrets",
+    "securityContext",
+    "nodeSelector",
+    "affinity",
+    "tolerations",
+    "schedulingGates",
+)
+"""The pod-spec fields a Trainer runtime patch may set (``PodSpecPatch``), besides containers."""
+PATCH_CONTAINER_FIELDS = ("env", "volumeMounts", "securityContext")
+"""The container fields a runtime patch may set (``ContainerPatch``), matched to a container by name."""
+_BY_NAME = frozenset({"volumes", "imagePullSecrets", "schedulingGates"})
+
+
+def patch_pods(obj: Any, rule: CompiledTemplate) -> list[tuple[int, int, dict[str, Any]]]:
+    """(patch index, replicated-job index, pod template) of every runtime patch of the rule's job."""
+    patches = lookup(obj, rule.patches) if rule.patches is not None else None
+    out: list[tuple[int, int, dict[str, Any]]] = []
+    if not isinstance(patches, list):
+        return out
+    for i, entry in enumerate(patches):
+        jobs = lookup(entry, ("trainingRuntimeSpec", "template", "spec", "replicatedJobs"))
+        if not isinstance(jobs, list):
+            continue
+        for j, job in enumerate(jobs):
+            if isinstance(job, dict) and job.get("name") == rule.patch_job:
+                out.append((i, j, _map(lookup(job, ("template", "spec", "template")))))
+    return out
+
+
+def projected(obj: Any, rule: CompiledTemplate) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod template a kind without one will run (TrainJob): its container's resources and env
+    from the object, the rest from every runtime patch of its job, merged in list order as the
+    controller applies them (maps key by key, lists keyed by name item by item, tolerations added
+    up: a pod tolerates what any patch lets it tolerate)."""
+    container: dict[str, Any] = {"name": rule.container}
+    resources = lookup(obj, rule.resources) if rule.resources is not None else None
+    if isinstance(resources, dict):
+        container["resources"] = resources
+    env = lookup(obj, rule.env) if rule.env is not None else None
+    if isinstance(env, list):
+        container["env"] = env
+    spec: dict[str, Any] = {"containers": [container]}
+    meta: dict[str, Any] = {}
+    for _, _, pod in patch_pods(obj, rule):
+        pmeta = _map(pod.get("metadata"))
+        for section in ("labels", "annotations"):
+            values = pmeta.get(section)
+            if isinstance(values, dict):
+                meta[section] = {**meta.get(section, {}), **values}
+        pspec = _map(pod.get("spec"))
+        for field in PATCH_SPEC_FIELDS:
+            value = pspec.get(field)
+            if value is None:
+                continue
+            current = spec.get(field)
+            if field == "nodeSelector" and isinstance(value, dict):
+                spec[field] = {**(current if isinstance(current, dict) else {}), **value}
+            elif field == "tolerations" and isinstance(value, list):
+                have = current if isinstance(current, list) else []
+                spec[field] = [*have, *(t for t in value if t not in have)]
+            elif field in _BY_NAME and isinstance(value, list) and isinstance(current, list):
+                names = {item.get("name") for item in value if isinstance(item, dict)}
+                spec[field] = [i for i in current if not (isinstance(i, dict) and i.get("name") in names)] + value
+            else:
+                spec[field] = value
+        for group in ("containers", "initContainers"):
+            for patch in pspec.get(group) or ():
+                if not isinstance(patch, dict) or not isinstance(patch.get("name"), str):
+                    continue
+                if group == "containers" and patch["name"] == rule.container:
+                    target = container
+                else:
+                    items = spec.setdefault(group, [])
+                    target = next((c for c in items if c.get("name") == patch["name"]), None)
+                    if target is None:
+                        target = {"name": patch["name"]}
+                        items.append(target)
+                for field in PATCH_CONTAINER_FIELDS:
+                    if patch.get(field) is not None:
+                        target[field] = patch[field]
+    return meta, spec
 
 
 def templates(obj: dict[str, Any], kind: CompiledKind) -> list[Template]:

@@ -85,6 +85,23 @@ class Count(Model):
     minus_when: FieldPath | None = Field(None, description="the field whose presence makes minus apply")
 
 
+class RuntimePatchKind(Model):
+    """Where a kind with no pod template of its own lets a manager patch the template its runtime
+    stamps out: Kubeflow Trainer's ``TrainJob.spec.runtimePatches`` (a list keyed by ``manager``, each
+    ``trainingRuntimeSpec.template.spec.replicatedJobs[name].template.spec.template`` with labels,
+    annotations and a restricted pod spec). The webhook reads every manager's patch of ``job`` (they
+    all reach the pods) and writes its own placement into the entry named ``manager``."""
+
+    path: FieldPath = Field(..., description="the list of patches on the object (TrainJob: spec.runtimePatches)")
+    job: str = Field("node", min_length=1, description="the replicated job whose pod template carries the devices")
+    manager: str = Field(
+        "{prefix}/webhook",
+        min_length=1,
+        max_length=253,
+        description="the webhook's own entry ({prefix}: intent prefix)",
+    )
+
+
 class TemplateKind(Model):
     """One pod template (or a list/map of them) inside the object."""
 
@@ -101,6 +118,18 @@ class TemplateKind(Model):
         "resourcesPerNode): judged, never patched",
     )
     container: str = Field("main", description="the name of that container (with resources)")
+    env: FieldPath | None = Field(
+        None, description="with resources: that container's env list on the object (TrainJob spec.trainer.env)"
+    )
+    runtime_patches: RuntimePatchKind | None = Field(
+        None, description="with resources: the runtime patches that carry the rest of the pod template (TrainJob)"
+    )
+
+    @model_validator(mode="after")
+    def _projection(self) -> TemplateKind:
+        if self.resources is None and (self.env is not None or self.runtime_patches is not None):
+            raise ValueError("env and runtimePatches describe a template built from resources: set resources too")
+        return self
 
 
 class GangValue(StrEnum):
@@ -147,6 +176,7 @@ class Backend(StrEnum):
     VOLCANO = "volcano"
     KUEUE = "kueue"
     COSCHEDULING = "coscheduling"
+    KAI = "kai"
 
 
 class GangKind(Model):
@@ -309,6 +339,10 @@ class CompiledTemplate:
     gang: bool
     resources: Path | None
     container: str
+    env: Path | None = None
+    patches: Path | None = None  # runtime patches (RuntimePatchKind.path)
+    patch_job: str = "node"
+    patch_manager: str = ""  # {prefix} not yet replaced: the engine does it with the policy's prefix
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +411,10 @@ class CompiledKind:
                 gang=t.gang,
                 resources=parse_path(t.resources) if t.resources else None,
                 container=t.container,
+                env=parse_path(t.env) if t.env else None,
+                patches=parse_path(t.runtime_patches.path) if t.runtime_patches else None,
+                patch_job=t.runtime_patches.job if t.runtime_patches else "node",
+                patch_manager=t.runtime_patches.manager if t.runtime_patches else "",
             )
             for t in spec.templates
         )

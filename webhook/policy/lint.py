@@ -483,6 +483,8 @@ def _scheduler_of(cls: Any) -> tuple[str | None, tuple[str, ...]]:
         return cls.scheduler_name, ("schedulerName",)
     if cls.gang.backend is GangBackend.VOLCANO:
         return cls.gang.scheduler_name or "volcano", ("gang", "backend")
+    if cls.gang.backend is GangBackend.KAI:
+        return cls.gang.scheduler_name or "kai-scheduler", ("gang", "backend")
     if cls.gang.backend is GangBackend.COSCHEDULING and cls.gang.scheduler_name:
         return cls.gang.scheduler_name, ("gang", "schedulerName")
     return None, ()
@@ -553,16 +555,16 @@ def _gang_without_backend(policy: Policy) -> Iterator[Warning_]:
                 ("classes", name, "gang", "required"),
                 f"class {name!r} requires a gang but has no gang backend: every multi-pod workload of "
                 "the class is denied [gang-required]",
-                "set gang.backend to volcano, kueue or coscheduling, or gang.required: false",
+                "set gang.backend to volcano, kueue, coscheduling or kai, or gang.required: false",
             )
 
 
 def _kueue_without_queue(policy: Policy) -> Iterator[Warning_]:
     for name, cls in policy.classes.items():
-        if cls.gang.backend is not GangBackend.KUEUE or cls.kueue_queue:
+        if cls.gang.backend is not GangBackend.KUEUE or cls.kueue_queue or cls.gang.queue:
             continue
         granting = [ent for ent in policy.namespaces if name in ent.classes]
-        if granting and all(ent.kueue_queue for ent in granting):
+        if granting and all(ent.kueue_queue or ent.queue for ent in granting):
             continue
         yield Warning_(
             "kueue-queue-missing",

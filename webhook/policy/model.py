@@ -19,6 +19,7 @@ from webhook.policy.kinds import (  # noqa: F401  (re-exported: the field refere
     Count,
     GangKey,
     GangKind,
+    RuntimePatchKind,
     TemplateKind,
     TopologyKey,
     WorkloadKindSpec,
@@ -97,6 +98,7 @@ class GangBackend(StrEnum):
     VOLCANO = "volcano"
     KUEUE = "kueue"
     COSCHEDULING = "coscheduling"
+    KAI = "kai"
 
 
 class QoS(StrEnum):
@@ -367,7 +369,14 @@ class GangPolicy(Model):
     backend: GangBackend = GangBackend.NONE
     required: bool = Field(False, description="multi-pod workloads of this class must form a gang")
     all_or_nothing: bool = Field(True, description="deny partial gangs (minAvailable below the replicas)")
-    scheduler_name: str | None = Field(None, description="default: 'volcano' for the volcano backend")
+    scheduler_name: str | None = Field(
+        None, description="default: 'volcano' for the volcano backend, 'kai-scheduler' for kai"
+    )
+    queue: str | None = Field(
+        None,
+        description="the backend's queue for this class's workloads (Volcano Queue, KAI queue, Kueue LocalQueue), "
+        "written where each kind's integration reads it; a namespace rule's queue overrides it",
+    )
 
 
 def _topology(value: str) -> str:
@@ -464,6 +473,9 @@ class Entitlement(Model):
     classes: tuple[str, ...] = ()
     pools: tuple[str, ...] | None = Field(None, description="restricts the classes' pools; default: all")
     kueue_queue: str | None = None
+    queue: str | None = Field(
+        None, description="the gang backend's queue for these namespaces' workloads (overrides the class's gang.queue)"
+    )
     allowed_priority_classes: tuple[str, ...] = Field(
         (), description="priority classes a raw GPU request (no workload class) of these namespaces may set"
     )

@@ -125,10 +125,23 @@ FIELDS: dict[str, dict[str, Any]] = {
         "name": ("a fixed role name", "name: head"),
         "gang": ("its pods join the gang", "gang: true"),
         "resources": (
-            "a ResourceRequirements field instead of a pod template (judged, never patched)",
+            "a ResourceRequirements field instead of a pod template: the one container's resources, "
+            "judged and (for a mutated kind) rewritten in place",
             "resources: spec.trainer.resourcesPerNode",
         ),
         "container": ("name of the container those resources belong to", "container: node"),
+        "env": ("with resources: that container's env list on the object", "env: spec.trainer.env"),
+        "runtimePatches": (
+            "with resources: the runtime patches that carry the rest of the pod template (Trainer TrainJob)",
+            "runtimePatches: {path: spec.runtimePatches, job: node}",
+        ),
+    },
+    "RuntimePatchKind": {
+        "": "Kubeflow Trainer-style runtime patches: a list keyed by manager, each patching the pod template "
+        "of named replicated jobs (labels, annotations, nodeSelector, affinity, tolerations, volumes, …).",
+        "path": ("the list of patches on the object", "path: spec.runtimePatches"),
+        "job": ("the replicated job whose pods carry the devices", "job: node"),
+        "manager": ("the webhook's own entry (`{prefix}`: the intent prefix)", "manager: '{prefix}/webhook'"),
     },
     "Count": {
         "": "One factor of a template's pod count.",
@@ -447,13 +460,21 @@ FIELDS: dict[str, dict[str, Any]] = {
     },
     "GangPolicy": {
         "": "Gang scheduling of a class's multi-pod workloads.",
-        "backend": ("`none`, `volcano`, `kueue` or `coscheduling`", "backend: volcano"),
+        "backend": ("`none`, `volcano`, `kueue`, `coscheduling` or `kai` (NVIDIA KAI scheduler)", "backend: volcano"),
         "required": ("multi-pod workloads must form a gang (rule gang-required)", "required: true"),
         "allOrNothing": (
             "deny partial gangs: minAvailable below the replicas (rule gang-incomplete)",
             "allOrNothing: true",
         ),
-        "schedulerName": ("scheduler of the gang backend; default `volcano` for volcano", "schedulerName: volcano"),
+        "schedulerName": (
+            "scheduler of the gang backend; default `volcano` for volcano, `kai-scheduler` for kai",
+            "schedulerName: volcano",
+        ),
+        "queue": (
+            "the backend's queue (Volcano Queue, KAI queue, Kueue LocalQueue; `kueueQueue` wins for kueue), "
+            "written where each kind's integration reads it (docs/policy.md, workload kinds)",
+            "queue: research",
+        ),
     },
     "Entitlement": {
         "": "A namespace rule: namespaces whose labels match get these classes (and pools).",
@@ -465,6 +486,10 @@ FIELDS: dict[str, dict[str, Any]] = {
         "classes": ("classes the namespaces may use", "classes: [training, inference]"),
         "pools": ("restricts the classes' pools; default: all of them", "pools: [train-h100]"),
         "kueueQueue": ("Kueue LocalQueue for these namespaces (overrides the class's)", "kueueQueue: research"),
+        "queue": (
+            "the gang backend's queue for these namespaces (overrides the class's `gang.queue`)",
+            "queue: research",
+        ),
         "allowedPriorityClasses": (
             "priority classes raw GPU requests (no workload class) of these namespaces may set; none "
             "listed: none (the cluster's default priority applies), anything else is scheduling-not-allowed",
@@ -539,6 +564,7 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("PriorityClassSpec", "spec.priorityClasses.<name>"),
     ("WorkloadKindSpec", "spec.workloadKinds[]"),
     ("TemplateKind", "spec.workloadKinds[].templates[]"),
+    ("RuntimePatchKind", "spec.workloadKinds[].templates[].runtimePatches"),
     ("Count", "spec.workloadKinds[].templates[].replicas[]"),
     ("GangKind", "spec.workloadKinds[].gang"),
     ("GangKey", "spec.workloadKinds[].backends.<backend>[]"),

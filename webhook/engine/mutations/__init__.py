@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from webhook.engine.context import Context, TemplateState
-from webhook.engine.mutations import dra, gang, pool, rdma, resources, scheduling, topology
+from webhook.engine.mutations import dra, gang, pool, projection, rdma, resources, scheduling, topology
 from webhook.engine.patch import PatchBuilder
 
 TemplateStep = Callable[[Context, TemplateState, PatchBuilder], None]
@@ -30,7 +30,9 @@ TOPOLOGY_STEP: TemplateStep = topology.apply
 def check(ctx: Context) -> None:
     """The findings the steps would report, without mutating (an object judged as received)."""
     for state in ctx.states:
-        if state.resolution is not None:
+        if state.resolution is not None and state.tpl.virtual:
+            projection.check(ctx, state)
+        elif state.resolution is not None:
             rdma.check(ctx, state)
             dra.check(ctx, state)
         elif state.intent is None:
@@ -43,11 +45,14 @@ def mutate(ctx: Context, patch: PatchBuilder) -> None:
             if state.resolution is None and state.intent is None and not state.tpl.virtual:
                 pool.pin(ctx, state, patch)  # a raw GPU request: placement only
             continue
-            continue
         for _, step in TEMPLATE_STEPS:
             step(ctx, state, patch)
     for _, workload_step in WORKLOAD_STEPS:
         workload_step(ctx, patch)
     for state in ctx.states:
-        if state.resolution is not None and not state.tpl.virtual:
+        if state.resolution is None:
+            continue
+        if state.tpl.virtual:  # after the gang: the projected template's topology selects the gang's pods
+            projection.apply(ctx, state, patch)
+        else:
             TOPOLOGY_STEP(ctx, state, patch)

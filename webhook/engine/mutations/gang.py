@@ -112,17 +112,27 @@ def backend_keys(ctx: Context) -> tuple[CompiledKey, ...] | None:
     return ctx.workload.backends.get(ctx.gang.backend.value)
 
 
+DEFAULT_SCHEDULERS = {GangBackend.VOLCANO: "volcano", GangBackend.KAI: "kai-scheduler"}
+
+
 def scheduler_for(ctx: Context) -> str:
     primary = ctx.primary
     assert primary is not None and primary.cls is not None
-    return primary.cls.gang.scheduler_name or "volcano"
+    gang = primary.cls.gang
+    return gang.scheduler_name or DEFAULT_SCHEDULERS.get(gang.backend, "volcano")
 
 
-def kueue_queue(ctx: Context) -> str | None:
-    primary = ctx.primary
-    if ctx.entitlement is not None and ctx.entitlement.kueue_queue:
-        return ctx.entitlement.kueue_queue
-    return primary.cls.kueue_queue if primary is not None and primary.cls is not None else None
+def queue_for(ctx: Context) -> str | None:
+    """The queue of the class's backend: the namespace rule's, else the class's. Under Kueue the
+    older ``kueueQueue`` spelling comes first at each level."""
+    primary, ent = ctx.primary, ctx.entitlement
+    cls = primary.cls if primary is not None else None
+    kueue = cls is not None and cls.gang.backend is GangBackend.KUEUE
+    if ent is not None and ((kueue and ent.kueue_queue) or ent.queue):
+        return (ent.kueue_queue if kueue else None) or ent.queue
+    if cls is None:
+        return None
+    return (cls.kueue_queue if kueue else None) or cls.gang.queue
 
 
 def value_for(ctx: Context, key: CompiledKey, replicas: int | None = None) -> str | int | None:
@@ -133,7 +143,7 @@ def value_for(ctx: Context, key: CompiledKey, replicas: int | None = None) -> st
         return key.literal
     value: str | int | None
     if key.value is GangValue.SCHEDULER:
-        value = scheduler_for(ctx) if gang.backend is GangBackend.VOLCANO else primary.cls.gang.scheduler_name
+        value = scheduler_for(ctx) if gang.backend in DEFAULT_SCHEDULERS else primary.cls.gang.scheduler_name
     elif key.value is GangValue.SIZE:
         value = gang.min_member
     elif key.value is GangValue.REPLICAS:
@@ -141,7 +151,7 @@ def value_for(ctx: Context, key: CompiledKey, replicas: int | None = None) -> st
     elif key.value is GangValue.NAME:
         value = gang.name
     elif key.value is GangValue.QUEUE:
-        value = kueue_queue(ctx)
+        value = queue_for(ctx)
     else:
         value = primary.cls.priority_class_name
     if isinstance(value, int) and key.as_string:

@@ -72,7 +72,9 @@ def _gang_missing(ctx: Context) -> str | None:
         for path, replicas, _ in targets(ctx, key):
             expected = value_for(ctx, key, replicas)
             actual = _get(obj, path)
-            if key.value is GangValue.QUEUE and expected is None and actual is None:
+            if key.value is GangValue.QUEUE and (gang.backend is not GangBackend.KUEUE or actual is not None):
+                continue  # Volcano and KAI gang without one (their default queue); only Kueue needs the label
+            if key.value is GangValue.QUEUE and expected is None:
                 return f"no Kueue queue is configured for namespace {ctx.namespace!r} (set kueueQueue in the policy)"
             if key.value is GangValue.SCHEDULER:
                 if expected is None or actual == expected:
