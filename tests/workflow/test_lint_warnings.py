@@ -158,7 +158,7 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         ),
         "gang: {required: true}",
         "requires a gang but has no gang backend",
-        "set gang.backend to volcano, kueue or coscheduling",
+        "set gang.backend to volcano, kueue, coscheduling or kai",
     ),
     "kueue-queue-missing": (
         spec(

@@ -239,7 +239,7 @@ def _check_object(
         cluster=cluster,
     )
     if not decision.relevant:
-        return CheckResult(
+        result = CheckResult(
             file,
             line,
             Status.SKIPPED,
@@ -250,6 +250,17 @@ def _check_object(
             message="no GPU resources and no intent label",
             namespace=ns,
         )
+        lookalike = gpu_lookalike(policy, obj, doc.text)
+        if lookalike is not None:  # not hidden: CI shows it on its own line with how to make it judged
+            name, path = lookalike
+            result.attention = path
+            result.message = (
+                f"{name} looks like a GPU but is not one this policy knows, so nothing was judged; add it to "
+                "settings.gpuResourcePrefixes, or pass the DeviceClass that serves it (extendedResourceName) "
+                "with --context"
+            )
+            result.line = _position(doc, (*prefix, *parse_dotted(path))).line
+        return result
     if not decision.allowed:
         status = Status.DENIED
     elif any(v.action is Action.WARN for v in decision.violations):
@@ -334,6 +345,28 @@ def _dotted(path: tuple[str | int, ...]) -> str:
     return out
 
 
+def gpu_lookalike(policy: Policy, obj: dict[str, Any], text: str) -> tuple[str, str] | None:
+    """(name, path) of the first extended resource whose name says GPU (``example.com/gpu``) in a
+    document the engine found no GPU in: a device the policy does not know, which CI must not hide."""
+    if "gpu" not in text.lower():
+        return None
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(obj, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key in ("limits", "requests") and isinstance(value, dict):
+                    for k, amount in value.items():
+                        named = isinstance(k, str) and "/" in k and "gpu" in k.rsplit("/", 1)[1].lower()
+                        if named and amount not in (0, "0"):
+                            return k, _dotted((*path, key, k))
+                elif isinstance(value, (dict, list)):
+                    stack.append((value, (*path, key)))
+        elif isinstance(node, list):
+            stack.extend((v, (*path, i)) for i, v in enumerate(node) if isinstance(v, (dict, list)))
+    return None
+
+
 def gpu_or_intent(policy: Policy, obj: dict[str, Any], text: str) -> tuple[str, str] | None:
     """Where a document the engine does not judge carries GPU resources or intent keys, if anywhere.
 
@@ -342,7 +375,7 @@ def gpu_or_intent(policy: Policy, obj: dict[str, Any], text: str) -> tuple[str, 
     prefix are walked, so Services and ConfigMaps cost a substring search.
     """
     intent = f"{policy.settings.prefix}/"
-    markers = (intent, *policy.gpu_prefixes, "nvidia.com/")
+    markers = (intent, *policy.gpu_prefixes, "nvidia.com/", *policy.fraction_keys)
     if not any(m in text for m in markers):
         return None
     stack: list[tuple[Any, tuple[str | int, ...]]] = [(obj, ())]
@@ -356,6 +389,8 @@ def gpu_or_intent(policy: Policy, obj: dict[str, Any], text: str) -> tuple[str, 
                     for k in value:
                         if isinstance(k, str) and k.startswith(intent):
                             return "an intent key", _dotted((*path, key, k))
+                        if key == "annotations" and k in policy.fraction_keys:
+                            return "a GPU-fraction annotation", _dotted((*path, key, k))
                 elif key in ("limits", "requests") and isinstance(value, dict):
                     for k in value:
                         if isinstance(k, str) and (

@@ -49,7 +49,12 @@ class TemplateState:
         if self._resources is None:
             policy = self.policy
             self._resources = inspect_pod(
-                self.tpl.spec, gpu_prefixes=policy.gpu_prefixes, rdma=policy.rdma_resources, claims=self.claims
+                self.tpl.spec,
+                gpu_prefixes=policy.gpu_prefixes,
+                rdma=policy.rdma_resources,
+                claims=self.claims,
+                annotations=self.tpl.metadata.get("annotations"),
+                fraction_keys=policy.fraction_keys,
             )
         return self._resources
 

@@ -203,6 +203,8 @@ def evaluate(
                 gpu_prefixes=policy.gpu_prefixes,
                 rdma=policy.rdma_resources,
                 claims=state.claims,
+                annotations=state.after_tpl.metadata.get("annotations"),
+                fraction_keys=policy.fraction_keys,
             )
         violations = _run_rules(ctx, deadline)
         if violations and operation == "UPDATE" and isinstance(old_object, dict):

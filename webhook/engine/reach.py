@@ -38,6 +38,9 @@ from webhook.engine.resources import PodResources
 from webhook.policy.compiled import CompiledPool, Policy
 
 FILTERING = frozenset({"NoSchedule", "NoExecute"})
+FRACTION_DEVICE = "nvidia.com/gpu"
+"""What a GPU-fraction pod (KAI ``gpu-fraction``) needs of a node: KAI shares a whole card that the
+device plugin advertises as ``nvidia.com/gpu`` (its reservation pod holds it)."""
 
 Toleration = tuple[str, str, str | None, str | None]  # key ("" = any), operator, value, effect (None = any)
 Requirement = tuple[str, str, tuple[str, ...]]  # key, operator, values
@@ -121,6 +124,8 @@ def placement(spec: Mapping[str, Any], resources: PodResources) -> Placement:
                     demand.add(frozenset({("resource", key), mapped[key]}))  # type: ignore[arg-type]
     if resources.claims:
         demand.update(resources.dra_demand)
+    if resources.fractions:  # a scheduler's GPU share (KAI) lands on nodes that advertise whole GPUs
+        devices.add(FRACTION_DEVICE)
     return Placement(sel, terms, tolerations, frozenset(devices), frozenset(demand))
 
 

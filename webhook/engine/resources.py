@@ -201,6 +201,7 @@ class PodResources:
     containers: list[ContainerResources]
     gpu_families: frozenset[str] = frozenset()  # of all containers and claims; set by inspect_pod
     claims: tuple[PodClaim, ...] = ()
+    fractions: tuple[str, ...] = ()  # GPU-fraction annotations the pod carries (KAI gpu-fraction, gpu-memory)
     _devices: int | None = None
     mapped: dict[str, Alternative | None] = field(default_factory=dict)
     """Extended resources a DeviceClass serves (KEP-5004) -> that class as a placement alternative
@@ -243,6 +244,8 @@ class PodResources:
             else:
                 peak_d, peak_g = max(peak_d, d + side_d), max(peak_g, g + side_g)
         claimed = sum(c.devices for c in self.claims) if self.claims else 0
+        if self.fractions:  # a scheduler's share of one card (KAI gpu-fraction)
+            claimed += 1
         self._devices = max(run_d + side_d, peak_d) + claimed
         self._gpus = max(run_g + side_g, peak_g) + claimed
 
@@ -363,9 +366,13 @@ def inspect_pod(
     gpu_prefixes: tuple[str, ...],
     rdma: frozenset[str],
     claims: ClaimResolver | None = None,
+    annotations: Any = None,
+    fraction_keys: tuple[str, ...] = (),
 ) -> PodResources:
     """The pod's devices. ``claims`` resolves DRA claims and DeviceClass-mapped extended resources;
-    without it (no cluster view at all) neither is read."""
+    without it (no cluster view at all) neither is read. ``annotations`` (the pod's) with any of
+    ``fraction_keys`` is a share of one GPU a scheduler hands out (KAI's ``gpu-fraction``): a shared
+    device with no resource name, since the scheduler, not a device plugin, accounts for it."""
     out: list[ContainerResources] = []
     mapped: dict[str, Alternative | None] = {}
     for group in CONTAINER_GROUPS:
@@ -404,10 +411,19 @@ def inspect_pod(
                 )
             )
     families = frozenset().union(*(c.gpu_families for c in out))
+    fractions: tuple[str, ...] = ()
+    if fraction_keys and isinstance(annotations, dict) and annotations:
+        fractions = tuple(k for k in fraction_keys if annotations.get(k) not in (None, ""))
+        if fractions:
+            families = families | {SHARED}
     if claims is not None and spec.get("resourceClaims"):
         pod_claims = claims.pod_claims(spec)
-        return PodResources(out, families.union(*(c.families for c in pod_claims)), pod_claims, mapped=mapped)
-    return PodResources(out, families, mapped=mapped) if mapped else PodResources(out, families)
+        return PodResources(
+            out, families.union(*(c.families for c in pod_claims)), pod_claims, fractions, mapped=mapped
+        )
+    if mapped or fractions:
+        return PodResources(out, families, (), fractions, mapped=mapped)
+    return PodResources(out, families)
 
 
 def _mapped_family(claims: ClaimResolver, key: str, mapped: dict[str, Alternative | None]) -> str | None:

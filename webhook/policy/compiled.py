@@ -240,6 +240,8 @@ class Policy:
     sources: tuple[str, ...] = ()
     digest: str = ""
     gpu_prefixes: tuple[str, ...] = ()
+    fraction_keys: tuple[str, ...] = ()
+    """Pod annotations that are a share of one GPU (``settings.gpuFractionAnnotations``)."""
     rdma_resources: frozenset[str] = frozenset()
     mig_resources: dict[str, tuple[str, ...]] = field(default_factory=dict)  # resource -> models offering it
     kinds: dict[tuple[str, str], CompiledKind] = field(default_factory=builtin_table)
@@ -324,6 +326,7 @@ class Policy:
             sources=sources,
             digest=hashlib.sha256(raw).hexdigest()[:12] if raw else "",
             gpu_prefixes=settings.gpu_resource_prefixes,
+            fraction_keys=settings.gpu_fraction_annotations,
             rdma_resources=rdma | frozenset({"rdma/"}),
             mig_resources={k: tuple(v) for k, v in mig.items()},
             kinds=kind_table(spec.workload_kinds),

@@ -541,6 +541,12 @@ class Settings(Model):
         ),
         description="extended resources that count as GPUs (prefix match)",
     )
+    gpu_fraction_annotations: tuple[str, ...] = Field(
+        alias="gpuFractionAnnotations",
+        default=("gpu-fraction", "gpu-memory"),
+        description="pod annotations a scheduler reads as a share of one GPU (KAI's gpu-fraction and gpu-memory): "
+        "a pod that carries one holds a shared GPU, though it lists no GPU resource",
+    )
 
 
 class PolicySpec(Model):

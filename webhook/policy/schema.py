@@ -228,6 +228,11 @@ FIELDS: dict[str, dict[str, Any]] = {
             "extended resource names (prefix match) that count as GPUs",
             "gpuResourcePrefixes: [nvidia.com/gpu, nvidia.com/mig-, aliyun.com/gpu]",
         ),
+        "gpuFractionAnnotations": (
+            "pod annotations a scheduler reads as a share of one GPU (default KAI's `gpu-fraction`, "
+            "`gpu-memory`): such a pod holds a shared GPU (placement, privileged-gpu), with no GPU resource",
+            "gpuFractionAnnotations: [gpu-fraction, gpu-memory]",
+        ),
     },
     "DeviceClass": {
         "": "What a DRA DeviceClass hands out; claims on it are counted and sized through this entry.",
