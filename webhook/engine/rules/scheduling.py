@@ -62,6 +62,8 @@ class Allowed:
 def _gang_scheduler(cls: WorkloadClass) -> str | None:
     if cls.gang.backend is GangBackend.VOLCANO:
         return cls.gang.scheduler_name or "volcano"
+    if cls.gang.backend is GangBackend.KAI:
+        return cls.gang.scheduler_name or "kai-scheduler"
     return cls.gang.scheduler_name
 
 
