@@ -135,6 +135,15 @@ def queue_for(ctx: Context) -> str | None:
     return (cls.kueue_queue if kueue else None) or cls.gang.queue
 
 
+def kueue_queue(ctx: Context) -> str | None:
+    """The Kueue LocalQueue of the namespace rule, else the class (``kueueQueue``, then ``queue``)."""
+    primary, ent = ctx.primary, ctx.entitlement
+    if ent is not None and (ent.kueue_queue or ent.queue):
+        return ent.kueue_queue or ent.queue
+    cls = primary.cls if primary is not None else None
+    return (cls.kueue_queue or cls.gang.queue) if cls is not None else None
+
+
 def value_for(ctx: Context, key: CompiledKey, replicas: int | None = None) -> str | int | None:
     """What the webhook writes at ``key`` for this gang (None: not known, so not written)."""
     gang, primary = ctx.gang, ctx.primary
