@@ -249,3 +249,12 @@ def test_the_action_is_the_policys(action):
     pol = variant(lambda s: s["rules"].update({RULE: {"action": action}}))
     d, _ = admit(pol, pod(intent("batch", gpu_memory="10Gi"), priorityClassName="gpu-inference"))
     assert d.allowed and violation(d, RULE).action.value == action
+
+
+def test_a_raw_request_for_volcano_vgpu_devices_may_name_volcano(policy):
+    """Only the Volcano scheduler accounts for volcano.sh/vgpu-* (and the older volcano.sh/gpu-*) devices."""
+    vgpu = {"volcano.sh/vgpu-number": "1", "volcano.sh/vgpu-memory": "4096"}
+    d, _ = admit(policy, pod({}, [container(limits=vgpu)], schedulerName="volcano"), labels={})
+    assert RULE not in rules(d), [v.render() for v in d.violations]
+    d, _ = admit(policy, pod({}, [container(limits=GPU1)], schedulerName="volcano"), labels={})
+    assert RULE in rules(d)

@@ -16,7 +16,8 @@ What is allowed:
   ``allowedSchedulers``, and the default scheduler unless the class names another;
 - a raw GPU request (no class): the entitlement's ``allowedPriorityClasses`` / ``allowedSchedulers``.
   With no list it may set no priority class (the cluster's unnamed default applies) and only the
-  default scheduler, plus the schedulers its kind sets;
+  default scheduler, plus the schedulers its kind sets and ``volcano`` for Volcano vGPU / GPU-share
+  devices (no other scheduler accounts for them);
 - ``system-node-critical`` / ``system-cluster-critical``: never on a GPU pod, whatever a list says
   (they outrank every workload and preempt anything on the node); a namespace that must run such
   pods is exempted from this rule (``rules.scheduling-not-allowed.exempt``).
@@ -38,6 +39,15 @@ from webhook.policy.model import Entitlement, GangBackend, SharingProvider, Work
 
 SYSTEM_CRITICAL = frozenset({"system-node-critical", "system-cluster-critical"})
 VGPU = "volcano.sh/vgpu-number"
+VOLCANO_ONLY = ("volcano.sh/vgpu-", "volcano.sh/gpu-")
+"""Device resources only the Volcano scheduler accounts for (its vGPU and GPU-share device plugins)."""
+
+
+def _volcano_devices(state: TemplateState) -> bool:
+    res = state.resolution
+    if res is not None and VGPU in res.resources:
+        return True
+    return any(key.startswith(VOLCANO_ONLY) for c in state.judged.containers for key in c.families)
 
 
 @dataclass(frozen=True, slots=True)
@@ -223,8 +233,7 @@ def scheduling_not_allowed(ctx: Context) -> Iterable[Finding]:
                 yield found
         scheduler = spec.get("schedulerName")
         if isinstance(scheduler, str):  # absent: the apiserver defaults it (or the object's own is inherited)
-            res = state.resolution
-            extra = (*kind_schedulers, "volcano") if res is not None and VGPU in res.resources else kind_schedulers
+            extra = (*kind_schedulers, "volcano") if _volcano_devices(state) else kind_schedulers
             found = _scheduler_finding(ctx, allowed, scheduler, view.dotted("spec", "schedulerName"), cname, extra)
             if found is not None:
                 yield found
