@@ -138,3 +138,31 @@ def test_with_context_the_platforms_own_template_must_exist_in_the_namespace(tmp
     pod = next(r for r in _results(report) if r["kind"] == "Pod")
     found = [v for v in pod["violations"] if v["rule"] == "claim-unresolved"]
     assert found and "policy render" in found[0]["message"]
+
+
+def test_with_context_an_admin_access_template_is_privileged_gpu(tmp_path, capsys):
+    """A template whose request has adminAccess gives the container devices other pods hold: denied at
+    the pod's claim entry; the same template without it passes."""
+    path = tmp_path / "pod.yaml"
+    path.write_text(POD)
+    context = tmp_path / "cluster.yaml"
+    admin = yaml.safe_load(TEMPLATE)
+    admin["spec"]["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    namespace = {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "team-a", "labels": {"resource.kubernetes.io/admin-access": "true"}},
+    }
+    context.write_text(yaml.safe_dump_all([namespace, admin]))
+    code, report = _json(capsys, str(path), "--context", str(context))
+    assert code == 1
+    pod = next(r for r in _results(report) if r["kind"] == "Pod")
+    found = [v for v in pod["violations"] if v["rule"] == "privileged-gpu"]
+    assert found and found[0]["path"] == "spec.resourceClaims[0]", pod["violations"]
+    assert found[0]["message"].startswith(
+        "container 'torch' gets request 'gpu' of claim 'gpu' (ResourceClaimTemplate eight-gpus) with adminAccess"
+    )
+    context.write_text(yaml.safe_dump_all([namespace, yaml.safe_load(TEMPLATE)]))
+    _code, report = _json(capsys, str(path), "--context", str(context))
+    pod = next(r for r in _results(report) if r["kind"] == "Pod")
+    assert "privileged-gpu" not in {v["rule"] for v in pod["violations"]}

@@ -59,6 +59,7 @@ class ClaimRequest:
     profiles: tuple[str, ...] = ()
     unknown_classes: tuple[str, ...] = ()
     admin: bool = False
+    admin_subrequests: tuple[str, ...] = ()  # the ``firstAvailable`` alternatives that set adminAccess
     any_profile: bool = False  # a MIG alternative that names no profile (any the node has)
     offered_by: frozenset[Alternative] | None = None
     """What a node must serve for this request, one alternative of which suffices (the scheduler tries
@@ -239,17 +240,18 @@ class ClaimResolver:
                 alternatives = [a for a in request["firstAvailable"] if isinstance(a, dict)]
             else:
                 alternatives = [request]  # v1beta1: the request itself names the class
-            judged = self._request(str(request.get("name") or ""), alternatives)
+            judged = self._request(str(request.get("name") or ""), alternatives, "firstAvailable" in request)
             if judged is not None:
                 out.append(judged)
         return tuple(out)
 
-    def _request(self, name: str, alternatives: list[dict[str, Any]]) -> ClaimRequest | None:
+    def _request(self, name: str, alternatives: list[dict[str, Any]], sub: bool = False) -> ClaimRequest | None:
         families: set[str] = set()
         classes: set[str] = set()
         unknown: list[str] = []
         profiles: list[str] = []
         count, every, memory, admin = 0, False, None, False
+        admin_subs: list[str] = []
         offered: set[Alternative] = set()
         narrows, any_profile = True, False
         for alt in alternatives:
@@ -298,7 +300,10 @@ class ClaimResolver:
             else:
                 raw = alt.get("count", 1)
                 count = max(count, raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 1)
-            admin = admin or alt.get("adminAccess") is True
+            if alt.get("adminAccess") is True:
+                admin = True
+                if sub and isinstance(alt.get("name"), str):
+                    admin_subs.append(alt["name"])
         if not families:
             return None  # no GPU among the alternatives (an IMEX channel, a NIC)
         return ClaimRequest(
@@ -311,6 +316,7 @@ class ClaimResolver:
             tuple(profiles),
             tuple(unknown),
             admin,
+            tuple(admin_subs),
             any_profile,
             frozenset(offered) if narrows and offered else None,
         )

@@ -16,6 +16,13 @@ the devices past the grant are other tenants' slices:
   ``valueFrom`` cannot be seen at admission and counts; an ``envFrom`` ConfigMap/Secret counts unless
   its non-empty ``prefix`` cannot begin either name (``prefix: APP_`` cannot spell ``NVIDIA_...``).
 
+- a DRA claim request with ``adminAccess: true`` (in ``exactly`` or a ``firstAvailable`` subrequest) on
+  a GPU class, or one the webhook cannot tell: the driver gives the container devices already
+  allocated to other pods. The apiserver allows it only in namespaces labelled
+  ``resource.kubernetes.io/admin-access: "true"``, a label the namespace's owner sets; it is judged per
+  container that gets the request (``resources.claims``), or for the pod when no container names the
+  claim (it is still allocated and prepared on the pod's node). See :func:`admin_access`.
+
 Every container counts: regular, init, native sidecar (an init container with ``restartPolicy:
 Always``) and ephemeral (``kubectl debug``, through ``pods/ephemeralcontainers``).
 
@@ -28,10 +35,14 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.engine.pool_stack import cards_sliced
 from webhook.policy.compiled import Policy
+
+if TYPE_CHECKING:
+    from webhook.engine.claims import ClaimRequest, PodClaim
+    from webhook.engine.resources import PodResources
 
 TOOLKIT_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 HARMLESS = frozenset({"none", "void"})
@@ -214,3 +225,65 @@ def exposed_pools(policy: Policy) -> frozenset[str]:
         return frozenset(n for n, p in policy.pools.items() if cards_sliced(p))
 
     return policy.recall(("privileged-gpu", "exposed-pools"), compute)
+
+
+@dataclass(frozen=True, slots=True)
+class AdminAccess:
+    """A claim request with ``adminAccess``, and who gets it: reported at the pod's ``spec.resourceClaims``
+    entry (the template or claim it names is another object)."""
+
+    claim_index: int
+    what: str  # "container 'agent' gets request 'gpu' of claim 'gpu' (ResourceClaimTemplate t) with adminAccess"
+
+
+ADMIN_FIX = (
+    "drop adminAccess from the request, or run monitoring agents in a namespace exempt from privileged-gpu "
+    "(rules: {privileged-gpu: {exempt: [...]}})"
+)
+
+
+def _admin_names(r: ClaimRequest, ref: str | None) -> list[str]:
+    """The admin-access request names a ``resources.claims`` entry (``request``: None for the whole claim,
+    ``<request>`` or ``<request>/<subrequest>``) gets from request ``r``."""
+    if not r.admin:
+        return []
+    subs = [f"{r.name}/{s}" for s in r.admin_subrequests] or [r.name]
+    if ref is None or ref == r.name:
+        return subs
+    return [s for s in subs if s == ref]
+
+
+def _source(claim: PodClaim) -> str:
+    return f"ResourceClaimTemplate {claim.template}" if claim.template else f"ResourceClaim {claim.claim}"
+
+
+def admin_access(res: PodResources) -> Iterator[AdminAccess]:
+    """Every container that gets an admin-access request of a GPU claim, then every such claim no
+    container names (the pod's). Only requests whose adminAccess alternative is a GPU, or a class the
+    webhook cannot tell, are recorded as admin (``ClaimRequest.admin``)."""
+    admin = [c for c in res.claims if any(r.admin for r in c.requests)]
+    if not admin:
+        return
+    by_name = {c.name: c for c in admin}
+    named: set[str] = set()
+    for c in res.containers:
+        for claim_name, ref in c.claim_refs:
+            named.add(claim_name)
+            claim = by_name.get(claim_name)
+            if claim is None:
+                continue
+            names = [n for r in claim.requests for n in _admin_names(r, ref)]
+            if names:
+                yield AdminAccess(
+                    claim.index,
+                    f"{_role(c.group, c.container)} {c.name!r} gets request {' or '.join(map(repr, names))} "
+                    f"of claim {claim.name!r} ({_source(claim)}) with adminAccess",
+                )
+    for claim in admin:
+        if claim.name not in named:
+            names = [n for r in claim.requests for n in _admin_names(r, None)]
+            yield AdminAccess(
+                claim.index,
+                f"the pod's claim {claim.name!r} ({_source(claim)}) has request {' or '.join(map(repr, names))} "
+                "with adminAccess, which no container names,",
+            )

@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
-from webhook.engine.device_reach import exposed_pools, triggers
+from webhook.engine.device_reach import ADMIN_FIX, admin_access, exposed_pools, triggers
 from webhook.engine.pool_stack import cards_shared, cards_sliced
 from webhook.engine.rules.registry import rule
 from webhook.engine.rules.resources import judged_pool
@@ -18,13 +18,15 @@ from webhook.quantity import QuantityError, parse_quantity
     "privileged-gpu",
     Action.DENY,
     "a container of any kind (init, sidecar, ephemeral) that can reach GPU devices beyond its grant (privileged, "
-    "SYS_ADMIN/ALL, hostPath /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES env) in a pod holding GPUs "
+    "SYS_ADMIN/ALL, hostPath /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES env, a DRA claim with "
+    "adminAccess) in a pod holding GPUs "
     "or able to reach a pool of shared/sliced cards",
 )
 def privileged_gpu(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
         found = list(triggers(state.view.spec))
-        if not found:
+        admin = list(admin_access(state.judged)) if state.view.spec.get("resourceClaims") else ()
+        if not found and not admin:
             continue  # the usual case: no reachability computed
         where = _device_scope(ctx, state)
         if where is None:
@@ -35,6 +37,13 @@ def privileged_gpu(ctx: Context) -> Iterable[Finding]:
                 state.view.dotted("spec", t.group, t.index, *t.path),
                 f"{t.role} {t.name!r} {t.what} {where}: it would see every GPU on the node, not only the pod's "
                 f"grant; {t.fix}",
+                state.class_name,
+            )
+        for a in admin:
+            yield Finding(
+                "privileged-gpu",
+                state.view.dotted("spec", "resourceClaims", a.claim_index),
+                f"{a.what} {where}: it would get devices other pods hold, not only the pod's grant; {ADMIN_FIX}",
                 state.class_name,
             )
 
