@@ -282,3 +282,30 @@ def test_an_unpinned_claim_is_judged_against_the_pools_it_can_reach():
     cluster = cluster_of(rct("small", exactly("mig-1g-12gb.gpu.nvidia.com")))
     v = violation(serving(DENY, claim_pod("small", tolerations=BLANKET), cluster=cluster), "mig-profile-unavailable")
     assert "no pool it can reach offers (infer-a100)" in v.message and "1g.5gb" in v.message
+
+
+# --- a claim the user adds to a class pod is a device of its own ---------------------------------------
+
+ISOLATION = cluster_of(rct("whole", exactly("gpu.nvidia.com")), rct("mig", exactly("mig.nvidia.com")))
+
+
+@pytest.mark.parametrize("who", ["main", "side"])
+def test_a_whole_gpu_claim_in_a_mig_class_pod_breaks_its_isolation(policy, who):
+    # the webhook gives 'main' a MIG slice; a whole card claimed next to it (in the GPU container or
+    # a sidecar) sees what the class promised to keep apart
+    side = container("side", resources={"claims": [{"name": "c0"}]} if who == "side" else {})
+    main = container(resources={"claims": [{"name": "c0"}]} if who == "main" else {})
+    obj = claim_pod("whole", meta=intent("inference", gpu_memory="4Gi"), containers=[main, side])
+    d = run(policy, obj, cluster=ISOLATION, namespace=NS)
+    v = violation(d, "gpu-kind-mixed")
+    assert not d.allowed and "claim 'c0'" in v.message and f"from {who!r}" in v.message
+
+
+def test_a_mig_claim_next_to_the_webhooks_mig_slice_is_two_mig_devices(policy):
+    d = run(policy, claim_pod("mig", meta=intent("inference", gpu_memory="4Gi")), cluster=ISOLATION, namespace=NS)
+    assert "2 MIG devices" in violation(d, "gpu-kind-mixed").message and not d.allowed
+
+
+def test_a_whole_gpu_claim_in_a_whole_gpu_class_pod_is_only_counted(policy):
+    d = run(policy, claim_pod("whole", meta=intent("training", gpus=8)), cluster=ISOLATION, namespace=NS)
+    assert "gpu-kind-mixed" not in rules(d) and "gpu-count-exceeded" in rules(d)

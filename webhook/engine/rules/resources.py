@@ -164,8 +164,8 @@ def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
 @rule(
     "gpu-kind-mixed",
     Action.DENY,
-    "whole GPUs and MIG/shared slices in one container; >1 MIG device per container; another container of a class "
-    "pod holding a device kind its class did not give it",
+    "whole GPUs and MIG/shared slices in one container; >1 MIG device per container (resources and claims); "
+    "another container of a class pod, or a DRA claim the user adds, holding a device kind its class did not give it",
 )
 def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
@@ -183,7 +183,7 @@ def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
                     "one kind of slice, not both",
                     state.class_name,
                 )
-            mig = _mig_devices(c) if MIG in fams else 0
+            mig = (_mig_devices(c) if MIG in fams else 0) + _claimed_mig(state.judged, c)
             if mig > 1:
                 yield Finding(
                     "gpu-kind-mixed",
@@ -192,8 +192,18 @@ def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
                     "(split the work across containers or use whole GPUs)",
                     state.class_name,
                 )
-        if holders and state.resolution is not None and (len(holders) > 1 or not _is_gpu_container(state, holders[0])):
+        claimed = state.judged.claims and any(c.claim_refs for c in state.judged.containers)
+        if state.resolution is not None and (
+            claimed or (holders and (len(holders) > 1 or not _is_gpu_container(state, holders[0])))
+        ):
             yield from _other_kind(ctx, state)
+
+
+def _claimed_mig(pod: PodResources, c: ContainerResources) -> int:
+    """MIG devices the container's own claims may give it (worst case over ``firstAvailable``)."""
+    if not c.claim_refs:
+        return 0
+    return sum(r.count for _, requests in pod.claims_of(c) for r in requests if MIG in r.families)
 
 
 FAMILY_NAMES = {WHOLE: "whole GPUs", MIG: "MIG devices", SHARED: "shared slices", HAMI: "HAMi slices"}
@@ -232,12 +242,22 @@ def _other_kind(ctx: Context, state: TemplateState) -> Iterable[Finding]:
     assert res is not None
     target = state.target()
     for c in pod.containers:
-        if not c.gpu_families or (c.group, c.index) == target:
+        # a claim the user added brings devices of its own, to the GPU container too
+        claimed = pod.claim_families_of(c) - {UNRESOLVED} if c.claim_refs else frozenset()
+        if not (c.gpu_families or claimed):
             continue
-        extra = families_on(res.pool, c.gpu_families) - allowed - {UNRESOLVED}
+        plugin = families_on(res.pool, c.gpu_families) if (c.group, c.index) != target else frozenset()
+        extra = (plugin | claimed) - allowed - {UNRESOLVED}
         if not extra:
             continue
-        keys = ", ".join(k for k, f in c.families.items() if f != RDMA)
+        keys = ", ".join(
+            [k for k, f in c.families.items() if f != RDMA and (c.group, c.index) != target]
+            + [
+                f"claim {claim.name!r}"
+                for claim, requests in pod.claims_of(c)
+                if any(r.families - allowed - {UNRESOLVED} for r in requests)
+            ]
+        )
         gpu = _gpu_container_name(state)
         kinds = ", ".join(FAMILY_NAMES.get(f, f) for f in sorted(extra))
         yield Finding(
