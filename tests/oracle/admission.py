@@ -42,6 +42,7 @@ class Hooks:
 class Admitted:
     obj: dict[str, Any]  # as stored
     judged: bool  # /validate was asked (False: the configurations let it through unjudged)
+    updated: bool = False  # the user's UPDATE of a stored pod
 
 
 def _called(hook: Webhook, obj: dict[str, Any], operation: str = "CREATE", old: dict | None = None) -> str:
@@ -105,10 +106,10 @@ def update(policy: Policy, hooks: Hooks, old: dict[str, Any], scenario: Scenario
         return None
     decision = evaluate(policy, new, operation="UPDATE", old_object=old, **_context(scenario))
     if decision.allowed:
-        return Admitted(new, judged=True)
+        return Admitted(new, judged=True, updated=True)
     if _called(hooks.validating, new, "UPDATE", old) in (CALL, REJECT):
         return None
-    return Admitted(new, judged=False)
+    return Admitted(new, judged=False, updated=True)
 
 
 def admitted_pods(policy: Policy, hooks: Hooks, scenario: Scenario) -> list[Admitted]:

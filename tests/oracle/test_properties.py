@@ -15,7 +15,8 @@ selector matches the namespace's labels):
   GPU: ``settings.gpuResourcePrefixes``, default as docs/policy.md documents it; no class)
   may bind only to nodes of the pools of any class the entitlement grants;
 - any other pod (CPU-only, or RDMA alone) may bind anywhere, CPU-only nodes included: the webhook
-  does not place non-GPU pods.
+  does not place non-GPU pods. So may a pod without devices that an UPDATE gave a class label (a
+  CPU-only pod relabelled: nothing re-mutates it, and it holds no GPU wherever it runs).
 
 Device grant: a class pod holds at most the class's ``maxGPUs`` devices (whole GPUs, MIG devices,
 shared slices; counted as Kubernetes accounts them, over every container) and at most
@@ -115,9 +116,13 @@ def gpu_resources(facts: PolicyFacts, pod: dict) -> set[str]:
     return out
 
 
-def allowed_pools(facts: PolicyFacts, scenario: Scenario, pod: dict) -> set[str | None] | None:
+def allowed_pools(facts: PolicyFacts, scenario: Scenario, got: Admitted) -> set[str | None] | None:
     """Pools (None: CPU-only nodes) the pod may bind into; None: anywhere."""
+    pod = got.obj
     cls = class_of(facts, pod)
+    devices = gpu_resources(facts, pod) or (pod.get("spec") or {}).get("resourceClaims")
+    if cls is not None and got.updated and not devices:
+        return None  # a class label an UPDATE put on a pod without devices: nothing mutates it, it holds no GPU
     if cls is not None:
         return set(facts.entitled_pools(scenario.namespace_labels, cls))
     if gpu_resources(facts, pod):
@@ -133,7 +138,7 @@ def _report(scenario: Scenario, got: Admitted, bad: list[Node], why: str) -> str
 def placement_failures(w: World, scenario: Scenario, pods: list[Admitted]) -> list[str]:
     out = []
     for got in pods:
-        allowed = allowed_pools(w.facts, scenario, got.obj)
+        allowed = allowed_pools(w.facts, scenario, got)
         if allowed is None:
             continue
         bad = [n for n in reach(got.obj, scenario.nodes) if n.pool not in allowed]
