@@ -120,3 +120,23 @@ def test_a_container_naming_another_subrequest_does_not_get_the_admin_one(policy
     assert "privileged-gpu" not in rules(run(policy, whole, cluster=CLUSTER, labels=ADMIN_NS))
     mig = claimed("any-accel", container("agent", resources={"claims": [{"name": "gpu", "request": "accel/mig"}]}))
     assert "privileged-gpu" in rules(run(policy, mig, cluster=CLUSTER, labels=ADMIN_NS))
+
+
+def test_a_shared_resource_claim_and_the_v1beta1_form_count_too(policy):
+    shared = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "node-watch", "namespace": "team-a"},
+        "spec": {"devices": {"requests": [exactly("gpu.nvidia.com", adminAccess=True)]}},
+    }
+    beta = rct("old-form", {"name": "gpu", "deviceClassName": "gpu.nvidia.com", "adminAccess": True}, version="v1beta1")
+    cluster = cluster_of(shared, beta)
+    obj = pod(
+        None,
+        [container("agent", resources={"claims": [{"name": "gpu"}]})],
+        resourceClaims=[{"name": "gpu", "resourceClaimName": "node-watch"}],
+    )
+    v = violation(run(policy, obj, cluster=cluster, labels=ADMIN_NS), "privileged-gpu")
+    assert "of claim 'gpu' (ResourceClaim node-watch) with adminAccess" in v.message
+    v = violation(run(policy, claimed("old-form"), cluster=cluster, labels=ADMIN_NS), "privileged-gpu")
+    assert "(ResourceClaimTemplate old-form) with adminAccess" in v.message
