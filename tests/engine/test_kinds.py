@@ -338,3 +338,33 @@ def test_a_bad_template_path_is_a_located_policy_error():
     with pytest.raises(PolicyError) as exc:
         load_policy_texts([("default.yaml", (POLICIES / "default.yaml").read_text()), ("k.yaml", yaml.safe_dump(doc))])
     assert "empty segment" in str(exc.value)
+
+
+def _asking(obj: Any, gpus: str) -> Any:
+    """The object with every ``gpu-admission.io/gpus`` intent (templates and the object's own) set to ``gpus``."""
+    if isinstance(obj, dict):
+        return {
+            k: (gpus if k == "gpu-admission.io/gpus" else _asking(v, gpus)) for k, v in obj.items()
+        }
+    if isinstance(obj, list):
+        return [_asking(v, gpus) for v in obj]
+    return obj
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_each_kinds_workload_denials(policy, name):
+    """Entitlement and the class maximum are judged on the workload of every kind, at its own CREATE."""
+    make, _ = KINDS[name]
+    serving = {"kubernetes.io/metadata.name": "web", "gpu-admission.io/tier": "serving"}
+    d = run(policy, make(), labels=serving)
+    assert "class-not-allowed" in rules(d) and not d.allowed, name
+    d = run(policy, _asking(make(), "16"), training=True)
+    assert "gpu-count-exceeded" in rules(d) and not d.allowed, name
+
+
+@pytest.mark.parametrize("name", ["PyTorchJob", "TFJob", "MPIJob"])
+def test_each_kubeflow_kinds_partial_gang_is_gang_incomplete(policy, name):
+    obj = KINDS[name][0]()
+    obj["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 1}}
+    v = violation(run(policy, obj, training=True), "gang-incomplete")
+    assert v.path == "spec.runPolicy.schedulingPolicy.minAvailable", name
