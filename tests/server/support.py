@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -389,3 +389,22 @@ class AtomicDir:
                 link.symlink_to(f"..data/{name}")
         if old is not None and old.name != target.name:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def eventually(check: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
+    """Wait for an event (a watch delivering, a reload landing), with room for a loaded CI machine."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def kube_api(url: str, api: str = "CoreV1Api") -> Any:
+    """A real kubernetes-client API object talking plain HTTP to a fake apiserver at ``url``."""
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = url
+    return getattr(client, api)(client.ApiClient(configuration))

@@ -6,12 +6,12 @@ the view the caches give."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
 from tests.server.fake_apiserver import FakeNamespaceAPI
+from tests.server.support import eventually, kube_api
 from webhook.engine import evaluate
 from webhook.server.claim_watch import ClaimObjects, ObjectWatchCache
 
@@ -19,20 +19,7 @@ BASE = "/apis/resource.k8s.io/v1"
 
 
 def _api(url: str):
-    from kubernetes import client
-
-    configuration = client.Configuration()
-    configuration.host = url
-    return client.ResourceV1Api(client.ApiClient(configuration))
-
-
-def _eventually(check: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
+    return kube_api(url, "ResourceV1Api")
 
 
 def template(name: str, ns: str, cls: str = "mig.nvidia.com") -> dict:
@@ -66,19 +53,19 @@ def test_templates_are_listed_then_followed_by_watch(templates, watch):
     assert watch.wait_synced(5)
     assert ("team-a", "mig-small") in watch.objects
     templates.put(template("whole", "team-b", "gpu.nvidia.com"))
-    _eventually(lambda: ("team-b", "whole") in watch.objects, what="ADDED template")
+    eventually(lambda: ("team-b", "whole") in watch.objects, what="ADDED template")
     templates.remove("mig-small", "team-a")
-    _eventually(lambda: ("team-a", "mig-small") not in watch.objects, what="DELETED template")
+    eventually(lambda: ("team-a", "mig-small") not in watch.objects, what="DELETED template")
     assert len(templates.lists()) == 1  # events, not re-lists
     assert templates.requests[0]["path"] == f"{BASE}/resourceclaimtemplates"
 
 
 def test_a_dropped_watch_resumes_without_a_relist(templates, watch):
     assert watch.wait_synced(5)
-    _eventually(lambda: len(templates.watches()) == 1, what="first watch")
+    eventually(lambda: len(templates.watches()) == 1, what="first watch")
     templates.drop_watches()
     templates.put(template("later", "team-a"))
-    _eventually(lambda: ("team-a", "later") in watch.objects, what="event after the drop")
+    eventually(lambda: ("team-a", "later") in watch.objects, what="event after the drop")
     assert len(templates.lists()) == 1
     assert templates.watches()[-1]["resourceVersion"] != ""
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -21,7 +20,15 @@ from cryptography import x509
 
 from tests.conftest import POLICIES
 from tests.server import objects
-from tests.server.support import ApiserverClient, AtomicDir, ServerProcess, check_response, patch_ops, review
+from tests.server.support import (
+    ApiserverClient,
+    AtomicDir,
+    ServerProcess,
+    check_response,
+    eventually,
+    patch_ops,
+    review,
+)
 from webhook.certs.generate import generate
 
 pytestmark = [pytest.mark.server, pytest.mark.slow, pytest.mark.reliability]
@@ -39,15 +46,6 @@ def _policy(priority: str) -> bytes:
 
 def _serial(path: Path) -> str:
     return format(x509.load_pem_x509_certificate(path.read_bytes()).serial_number, "x")
-
-
-def _eventually(check: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 class Load:
@@ -83,7 +81,7 @@ class Load:
 
     def wait_for(self, total: int, what: str) -> None:
         """Until ``total`` reviews have been answered: load is driven by counts, never by a sleep."""
-        _eventually(lambda: self.count() >= total, timeout=120.0, what=f"{total} reviews {what}")
+        eventually(lambda: self.count() >= total, timeout=120.0, what=f"{total} reviews {what}")
 
     def _one(self, client: ApiserverClient) -> str:
         sent = review(objects.inference_pod(), namespace=objects.SERVING_NS)
@@ -165,7 +163,7 @@ def test_certificate_rotation_loses_no_request(setup):
                 c.close()
             return serials == {serial_b}
 
-        _eventually(new_connections_get_b, what="the rotated certificate on new connections")
+        eventually(new_connections_get_b, what="the rotated certificate on new connections")
         rotated_at = load.count()
         load.wait_for(rotated_at + 10 * CLIENTS, "after the rotation")  # fresh and kept-alive connections
     print(
@@ -174,7 +172,7 @@ def test_certificate_rotation_loses_no_request(setup):
     assert load.failures == []
     assert all(c.handshakes == 1 for c in load.keepalives), "the kept-alive connections survived the rotation"
     not_after_b = x509.load_pem_x509_certificate(pairs["b"].cert.read_bytes()).not_valid_after_utc.timestamp()
-    _eventually(
+    eventually(
         lambda: server.metric("gpu_admission_cert_expiry_timestamp_seconds") == pytest.approx(not_after_b),
         what="the expiry metric of the new certificate",
     )
@@ -201,7 +199,7 @@ def test_policy_good_broken_good_under_load(setup):
     with Load(server, server.ca_files) as load:
         assert all_say("gpu-inference")()
         configmap.write({"default.yaml": _policy("gpu-inference-v2")})
-        _eventually(all_say("gpu-inference-v2"), what="the new policy to serve")
+        eventually(all_say("gpu-inference-v2"), what="the new policy to serve")
 
         broken = _policy("gpu-inference-v3").replace(b"maxGPUs: 2", b"maxGPUs: [2")
         configmap.write({"default.yaml": broken})
@@ -210,7 +208,7 @@ def test_policy_good_broken_good_under_load(setup):
             failed = [r for r in server.log_records() if r.get("msg", "").startswith("policy reload failed")]
             return len({r["pid"] for r in failed}) == 2
 
-        _eventually(both_workers_stale, what="both workers to log the broken policy")
+        eventually(both_workers_stale, what="both workers to log the broken policy")
         for _ in range(6):
             c = server.client()
             status, _ = c.get_json("/readyz")
@@ -224,8 +222,8 @@ def test_policy_good_broken_good_under_load(setup):
         assert server.metric("gpu_admission_policy_reloads_total", result="failure") >= 1
 
         configmap.write({"default.yaml": _policy("gpu-inference-v3")})
-        _eventually(all_say("gpu-inference-v3"), what="the fixed policy to serve")
-        _eventually(lambda: server.metric("gpu_admission_policy_reload_error") == 0, what="the error gauge to clear")
+        eventually(all_say("gpu-inference-v3"), what="the fixed policy to serve")
+        eventually(lambda: server.metric("gpu_admission_policy_reload_error") == 0, what="the error gauge to clear")
     print(
         f"\npolicy good -> broken -> good under load: {load.sent} requests from {CLIENTS} clients, "
         f"{len(load.failures)} failed, served by policy: {dict(load.priorities)}"

@@ -16,27 +16,10 @@ import pytest
 
 from tests.server import objects
 from tests.server.fake_apiserver import FakeNamespaceAPI
-from tests.server.support import ServerProcess, check_response, review, serve_args, stored
+from tests.server.support import ServerProcess, check_response, eventually, kube_api, review, serve_args, stored
 from webhook.server.namespace_watch import NamespaceWatchCache
 
 TRAINING = {"gpu-admission.io/tier": "training"}
-
-
-def _api(url: str):
-    from kubernetes import client
-
-    configuration = client.Configuration()
-    configuration.host = url
-    return client.CoreV1Api(client.ApiClient(configuration))
-
-
-def _eventually(check: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -52,7 +35,7 @@ def cache_for(fake: FakeNamespaceAPI) -> Iterator[Callable[..., NamespaceWatchCa
 
     def make(**options) -> NamespaceWatchCache:
         options = {"backoff_initial": 0.02, "backoff_max": 0.1, "watch_timeout": 30, **options}
-        cache = NamespaceWatchCache(lambda: _api(fake.url), **options)
+        cache = NamespaceWatchCache(lambda: kube_api(fake.url), **options)
         made.append(cache)
         cache.start()
         return cache
@@ -67,17 +50,17 @@ def test_first_list_then_watch_events(fake, cache_for):
     assert cache.wait_synced(30)
     assert cache.labels("research")["gpu-admission.io/tier"] == "training"
     assert cache.status()["resource_version"] == str(fake.rv)
-    _eventually(lambda: len(fake.watches()) == 1, what="the watch")
+    eventually(lambda: len(fake.watches()) == 1, what="the watch")
     watch = fake.watches()[0]
     assert watch["resourceVersion"] == str(fake.rv), "the watch starts where the list ended"
     assert watch["allowWatchBookmarks"].lower() == "true"
 
     fake.add("team-a", {"gpu-admission.io/tier": "serving"})
-    _eventually(lambda: cache.labels("team-a") is not None, what="ADDED")
+    eventually(lambda: cache.labels("team-a") is not None, what="ADDED")
     fake.modify("research", {"gpu-admission.io/tier": "serving"})
-    _eventually(lambda: cache.labels("research")["gpu-admission.io/tier"] == "serving", what="MODIFIED")
+    eventually(lambda: cache.labels("research")["gpu-admission.io/tier"] == "serving", what="MODIFIED")
     rv = fake.delete("default")
-    _eventually(lambda: cache.status()["resource_version"] == str(rv), what="DELETED")
+    eventually(lambda: cache.status()["resource_version"] == str(rv), what="DELETED")
     assert cache.labels("default") is None
     assert len(fake.lists()) == 1
 
@@ -85,49 +68,49 @@ def test_first_list_then_watch_events(fake, cache_for):
 def test_a_dropped_watch_resumes_from_the_last_resource_version(fake, cache_for):
     cache = cache_for()
     assert cache.wait_synced(30)
-    _eventually(lambda: len(fake.watches()) == 1)
+    eventually(lambda: len(fake.watches()) == 1)
     last = fake.add("team-b", {})
-    _eventually(lambda: cache.status()["resource_version"] == str(last))
+    eventually(lambda: cache.status()["resource_version"] == str(last))
     fake.drop_watches()
-    _eventually(lambda: len(fake.watches()) == 2, what="a new watch")
+    eventually(lambda: len(fake.watches()) == 2, what="a new watch")
     assert fake.watches()[1]["resourceVersion"] == str(last), "resume, do not start over"
     assert len(fake.lists()) == 1, "a dropped connection is not a reason to re-list"
     fake.add("team-c", TRAINING)
-    _eventually(lambda: cache.labels("team-c") == {"kubernetes.io/metadata.name": "team-c", **TRAINING})
+    eventually(lambda: cache.labels("team-c") == {"kubernetes.io/metadata.name": "team-c", **TRAINING})
 
 
 def test_bookmarks_advance_the_resource_version(fake, cache_for):
     cache = cache_for()
     assert cache.wait_synced(30)
-    _eventually(lambda: len(fake.watches()) == 1)
+    eventually(lambda: len(fake.watches()) == 1)
     rv = fake.bookmark()
-    _eventually(lambda: cache.status()["resource_version"] == str(rv), what="the bookmark")
+    eventually(lambda: cache.status()["resource_version"] == str(rv), what="the bookmark")
     fake.drop_watches()
-    _eventually(lambda: len(fake.watches()) == 2)
+    eventually(lambda: len(fake.watches()) == 2)
     assert fake.watches()[1]["resourceVersion"] == str(rv)
 
 
 def test_410_gone_event_means_relist(fake, cache_for):
     cache = cache_for()
     assert cache.wait_synced(30)
-    _eventually(lambda: len(fake.watches()) == 1)
+    eventually(lambda: len(fake.watches()) == 1)
     # while the client is away, history is compacted: a namespace appears and another one vanishes
     fake.change_silently("ghost-team", TRAINING)
     fake.change_silently("default", None)
     fake.drop_watches()
-    _eventually(lambda: len(fake.lists()) == 2, what="the re-list after 410")
-    _eventually(lambda: cache.labels("ghost-team") is not None, what="state from the re-list")
+    eventually(lambda: len(fake.lists()) == 2, what="the re-list after 410")
+    eventually(lambda: cache.labels("ghost-team") is not None, what="state from the re-list")
     assert cache.labels("default") is None
-    _eventually(lambda: fake.watches()[-1]["resourceVersion"] == str(fake.rv), what="a watch from the new list")
+    eventually(lambda: fake.watches()[-1]["resourceVersion"] == str(fake.rv), what="a watch from the new list")
 
 
 def test_410_gone_http_status_means_relist(fake, cache_for):
     cache = cache_for()
     assert cache.wait_synced(30)
-    _eventually(lambda: len(fake.watches()) == 1)
+    eventually(lambda: len(fake.watches()) == 1)
     fake.gone_http_once = True
     fake.drop_watches()
-    _eventually(lambda: len(fake.lists()) == 2, what="the re-list after HTTP 410")
+    eventually(lambda: len(fake.lists()) == 2, what="the re-list after HTTP 410")
     assert cache.ready
 
 
@@ -143,7 +126,7 @@ def test_list_errors_are_retried_until_the_first_sync(fake, cache_for):
 def test_a_server_side_watch_timeout_rewatches_without_relist(fake, cache_for):
     cache = cache_for(watch_timeout=1)
     assert cache.wait_synced(30)
-    _eventually(lambda: len(fake.watches()) >= 2, timeout=30, what="a second watch after timeoutSeconds")
+    eventually(lambda: len(fake.watches()) >= 2, timeout=30, what="a second watch after timeoutSeconds")
     assert fake.watches()[0]["timeoutSeconds"] == "1"
     assert len(fake.lists()) == 1
 
@@ -151,7 +134,7 @@ def test_a_server_side_watch_timeout_rewatches_without_relist(fake, cache_for):
 def test_a_lookup_waits_briefly_for_a_namespace_created_a_moment_ago(fake, cache_for):
     cache = cache_for(miss_wait=3.0)
     assert cache.wait_synced(30)
-    _eventually(lambda: len(fake.watches()) == 1)
+    eventually(lambda: len(fake.watches()) == 1)
     found: list[object] = []
     reader = threading.Thread(target=lambda: found.append(cache.labels("just-created")))
     reader.start()
@@ -202,7 +185,7 @@ def test_cluster_mode_in_a_gunicorn_worker(tmp_path: Path, server_certs):
     server.start(wait_ready=False)
     try:
         client = server.client()
-        _eventually(lambda: _readyz(client)[0] == 503, timeout=20, what="the server to answer /readyz")
+        eventually(lambda: _readyz(client)[0] == 503, timeout=20, what="the server to answer /readyz")
         _, detail = _readyz(client)
         # the DRA caches may still be syncing too (this fake serves no resource.k8s.io: 404 = synced, empty)
         assert detail["ready"] is False and detail["reasons"][0] == "namespace labels not synced yet"
@@ -211,7 +194,7 @@ def test_cluster_mode_in_a_gunicorn_worker(tmp_path: Path, server_certs):
             "DRA claim templates and device classes not synced yet",
         }
         fake.fail_lists = 0
-        _eventually(lambda: _readyz(client)[0] == 200, timeout=60, what="readiness after the first list")
+        eventually(lambda: _readyz(client)[0] == 200, timeout=60, what="readiness after the first list")
         assert server.metric("gpu_admission_namespace_cache_synced") == 1
 
         job = stored(client, objects.training_vcjob(), "research")  # as the apiserver stores it
@@ -226,7 +209,7 @@ def test_cluster_mode_in_a_gunicorn_worker(tmp_path: Path, server_certs):
             _, doc = client.post_review("validate", again)
             return doc["response"]["allowed"] is False
 
-        _eventually(denied, timeout=5, what="the label change to reach the decision")
+        eventually(denied, timeout=5, what="the label change to reach the decision")
         client.close()
     finally:
         assert server.stop() == 0

@@ -9,35 +9,19 @@ the inference class would be stored with it and preempt inference; ``/validate``
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.server import objects
-from tests.server.support import ApiserverClient, ServerProcess, check_response, review, serve_args, stored
+from tests.server.support import ApiserverClient, check_response, review, stored
 
 pytestmark = pytest.mark.server
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, server_certs, namespaces_file: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
-        tmp_path_factory.mktemp("scheduling"),
-        serve_args(server_certs, "--namespaces", str(namespaces_file), "--workers", "1", "--threads", "2"),
-        ca_files=[server_certs.ca_cert],
-    )
-    proc.start()
-    yield proc
-    assert proc.stop() == 0, proc.output()[-3000:]
-
-
 @pytest.fixture
-def client(server: ServerProcess) -> Iterator[ApiserverClient]:
-    c = server.client()
-    yield c
-    c.close()
+def client(default_client: ApiserverClient) -> ApiserverClient:
+    return default_client
 
 
 def _validate(client: ApiserverClient, obj: dict, namespace: str, *, old: dict | None = None) -> dict[str, Any]:

@@ -15,36 +15,28 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.server import objects
 from tests.server.fake_apiserver import FakeNamespaceAPI
-from tests.server.support import ServerProcess, check_response, patch_ops, review, serve_args, stored
+from tests.server.support import (
+    ServerProcess,
+    check_response,
+    eventually,
+    kube_api,
+    patch_ops,
+    review,
+    serve_args,
+    stored,
+)
 from webhook.server.namespace_watch import NamespaceWatchCache
 from webhook.server.namespaces import NamespaceUnknown, OfflineNamespaces, StaticNamespaces
 
 SERVING = {"gpu-admission.io/tier": "serving"}
 UNKNOWN = "unknown, retry"
-
-
-def _api(url: str):
-    from kubernetes import client
-
-    configuration = client.Configuration()
-    configuration.host = url
-    return client.CoreV1Api(client.ApiClient(configuration))
-
-
-def _eventually(check: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.fixture
@@ -56,10 +48,10 @@ def fake() -> Iterator[FakeNamespaceAPI]:
 
 @pytest.fixture
 def cache(fake: FakeNamespaceAPI) -> Iterator[NamespaceWatchCache]:
-    made = NamespaceWatchCache(lambda: _api(fake.url), miss_wait=0.05, backoff_initial=0.02, backoff_max=0.1)
+    made = NamespaceWatchCache(lambda: kube_api(fake.url), miss_wait=0.05, backoff_initial=0.02, backoff_max=0.1)
     made.start()
     assert made.wait_synced(30)
-    _eventually(lambda: len(fake.watches()) == 1, what="the watch")
+    eventually(lambda: len(fake.watches()) == 1, what="the watch")
     yield made
     made.stop()
 
@@ -102,7 +94,7 @@ def test_an_apiserver_that_never_answers_is_unknown_within_the_budget():
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)
     url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-    made = NamespaceWatchCache(lambda: _api(url), lookup_timeout=0.3, miss_wait=0.0)
+    made = NamespaceWatchCache(lambda: kube_api(url), lookup_timeout=0.3, miss_wait=0.0)
     try:
         started = time.monotonic()
         with pytest.raises(NamespaceUnknown):
@@ -161,8 +153,8 @@ def test_unknown_namespaces_in_a_gunicorn_worker(tmp_path: Path, server_certs):
     stopped = False
     try:
         client = server.client()
-        _eventually(lambda: _ready(client), timeout=60, what="readiness after the first list")
-        _eventually(lambda: len(fake.watches()) >= 1, what="the watch")
+        eventually(lambda: _ready(client), timeout=60, what="readiness after the first list")
+        eventually(lambda: len(fake.watches()) >= 1, what="the watch")
         job = objects.training_vcjob()
 
         # control: a known unlabelled namespace trains (the catch-all entitlement, rightly)
