@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import CORPUS, need_shared
 from tests.deploy.cel_match import CALL, REJECT, SKIP, Webhook, resource_of, unguarded_has
@@ -59,10 +61,13 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
 
 def device_trigger_tolerating_sliced_pool(spec: dict[str, Any], policy) -> bool:
     """privileged-gpu on a CPU-only template, as far as CEL can tell: a container with a trigger
-    (the engine's own list) and tolerations for every taint of a pool of sliced cards (the engine's
-    toleration matching). Selectors and affinity are the engine's to judge, after the call."""
+    (the engine's own list) and either ``spec.nodeName`` (the scheduler is skipped) or tolerations for
+    every taint of a pool of sliced cards (the engine's toleration matching). Selectors, affinity and
+    which node a name is are the engine's to judge, after the call."""
     if not has_trigger(spec):
         return False
+    if spec.get("nodeName"):  # the kubelet admits it past NoSchedule taints: only the engine can tell where
+        return True
     tolerations = tuple(t for t in (reach.toleration(x) for x in spec.get("tolerations") or ()) if t is not None)
     return any(not reach.untolerated(policy.pools[name].taints, tolerations) for name in exposed_pools(policy))
 
@@ -567,3 +572,64 @@ def test_a_privileged_ephemeral_container_on_a_tolerant_cpu_pod_reaches_validate
     outcome = hook.evaluate(new, operation="UPDATE", old=old)
     assert not outcome.errors and outcome.decision == CALL, outcome.results
     assert hook.decide(old, operation="UPDATE", old=old) == SKIP
+
+
+@pytest.mark.parametrize("trigger", sorted(CPU_TRIGGERS))
+def test_cpu_only_pod_with_a_trigger_and_a_node_name_is_forwarded(webhooks, policy, trigger):
+    """``spec.nodeName`` skips the scheduler, and the kubelet's admission checks only NoExecute taints:
+    a privileged CPU-only pod naming a MIG node runs there with no toleration at all. CEL cannot tell
+    which node a name is, so every such template is forwarded and the engine judges the name."""
+    fields, extra = CPU_TRIGGERS[trigger]
+    for kind in ("Pod", "Deployment"):
+        obj = _cpu(kind, fields, extra, nodeName="gpu-node-7")
+        assert evaluate(policy, obj, namespace="team-a").relevant, trigger
+        for hook in _hooks_for(webhooks, obj):
+            outcome = hook.evaluate(obj)
+            assert not outcome.errors and outcome.decision == CALL, (trigger, kind, hook.name, outcome.results)
+    plain = _cpu("Pod", {}, {}, nodeName="gpu-node-7")  # no trigger: a named node is no business of ours
+    for hook in _hooks_for(webhooks, plain):
+        assert hook.decide(plain) == SKIP, hook.name
+
+
+@pytest.mark.parametrize("operator", ["Gt", "Lt"])
+def test_numeric_toleration_operators_are_forwarded(webhooks, policy, operator):
+    """Kubernetes 1.35's ``Gt``/``Lt`` tolerations compare a taint's value as an integer; the default
+    pools leave the GPU taint's value open, so ``nvidia.com/gpu Gt 0`` may tolerate it. Found by the
+    oracle's long run: the CEL knew only ``Exists``/``Equal``, so such a CPU-only pod with a trigger was
+    stored unjudged (and its UPDATEs then held only to what they added)."""
+    tolerations = [{"key": "nvidia.com/gpu", "operator": operator, "value": "0", "effect": "NoSchedule"}]
+    obj = _cpu("Pod", {"securityContext": {"privileged": True}}, {}, tolerations=tolerations)
+    assert evaluate(policy, obj, namespace="team-a").relevant
+    for hook in _hooks_for(webhooks, obj):
+        assert hook.decide(obj) == CALL, hook.name
+
+
+def _toleration_strategy(policy):
+    keys = sorted({t[0] for p in policy.pools.values() for t in p.taints} | {"", "other"})
+    values = sorted({t[1] for p in policy.pools.values() for t in p.taints if t[1]} | {"", "0", "7", "present"})
+    return st.fixed_dictionaries(
+        {
+            "key": st.sampled_from(keys),
+            "operator": st.sampled_from(["Exists", "Equal", "Gt", "Lt", ""]),
+            "value": st.sampled_from(values),
+        },
+        optional={"effect": st.sampled_from(["NoSchedule", "PreferNoSchedule", "NoExecute", ""])},
+    )
+
+
+def test_the_cel_forwards_every_cpu_template_the_engine_judges(webhooks, policy):
+    """For any tolerations (every operator, effect, key and value the policy's taints use) and an
+    optional ``nodeName``, a CPU-only pod with a trigger that the engine finds GPU-relevant (it can
+    reach a sliced pool) is forwarded by the matchConditions: the CEL is a superset of the engine."""
+
+    @settings(max_examples=300, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(_toleration_strategy(policy), max_size=3), st.sampled_from([None, "gpu-node-1"]))
+    @example([{"key": "nvidia.com/gpu", "operator": "Lt", "value": "9"}], None)  # the oracle's find
+    @example([], "gpu-node-1")
+    def forwarded(tolerations, node_name):
+        extra = {"nodeName": node_name} if node_name else {}
+        obj = _cpu("Pod", {"securityContext": {"privileged": True}}, {}, tolerations=tolerations, **extra)
+        if evaluate(policy, obj, namespace="team-a").relevant:
+            assert webhooks["validating"].decide(obj) == CALL, obj["spec"]
+
+    forwarded()

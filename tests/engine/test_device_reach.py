@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tests.engine.helpers import container, intent, pod, rules, violation
 from tests.engine.test_reach_attacks import BLANKET, TRAIN_TAINTS, admit
 from webhook.engine import evaluate
+from webhook.engine.cluster import Cluster
 from webhook.engine.device_reach import has_trigger, reaches_dev, triggers
 
 MIG_POD = intent("inference", gpu_memory="4Gi")
@@ -362,6 +363,80 @@ def test_cpu_only_pod_without_a_trigger_pays_no_reach_computation(policy, monkey
     monkeypatch.setattr(reach, "reachable", boom)
     obj = pod({}, [container(env=[{"name": "A", "value": "1"}])], tolerations=BLANKET)
     assert not evaluate(policy, obj, namespace="team-a").relevant
+
+
+# --- spec.nodeName: no scheduler, so no NoSchedule taint keeps the pod out ---------------------------------
+
+
+def _node(name, labels, taints=()):
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
+        "spec": {"taints": list(taints)},
+        "status": {"allocatable": {}},
+    }
+
+
+MIG_NODE = _node("gpu-infer-3", {"workload": "gpu-infer"}, [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
+TRAIN_NODE = _node(
+    "gpu-train-1",
+    {"workload": "gpu-train"},
+    [
+        {"key": "nvidia.com/gpu", "effect": "NoSchedule"},
+        {"key": "workload", "value": "gpu-train", "effect": "NoSchedule"},
+    ],
+)
+CPU_NODE = _node("cpu-1", {})
+
+
+def test_cpu_only_privileged_pod_naming_a_mig_node(policy):
+    """An attacker with nothing but pods/create: no toleration, no GPU, ``nodeName`` of a MIG node. The
+    kubelet admits it (its admission checks only NoExecute taints) and the privileged container sees
+    every tenant's slices. Without Node objects any name may be any node: denied."""
+    obj = pod({}, [container(securityContext={"privileged": True})], nodeName="gpu-infer-3")
+    d, _ = admit(policy, obj)
+    v = violation(d, "privileged-gpu")
+    assert not d.allowed and [x.rule for x in d.violations] == ["privileged-gpu"]
+    assert "spec.nodeName 'gpu-infer-3'" in v.message and "(infer-a100)" in v.message, v.message
+    assert "NoSchedule taints do not keep it out" in v.message
+
+
+def test_node_name_with_the_nodes_known_is_judged_on_that_node(policy):
+    cluster = Cluster(nodes=(MIG_NODE, TRAIN_NODE, CPU_NODE))
+    privileged = [container(securityContext={"privileged": True})]
+    at = {name: pod({}, privileged, nodeName=name) for name in ("gpu-infer-3", "gpu-train-1", "cpu-1", "new-9")}
+    assert not admit(policy, at["gpu-infer-3"], cluster=cluster)[0].allowed
+    for name in ("gpu-train-1", "cpu-1"):  # whole GPUs or no GPUs: nothing shared to see
+        assert not evaluate(policy, at[name], namespace="team-a", cluster=cluster).relevant, name
+    assert not admit(policy, at["new-9"], cluster=cluster)[0].allowed  # not known yet: may join any pool
+
+
+def test_a_no_execute_taint_still_keeps_a_named_pod_out(policy):
+    evicting = _node("gpu-infer-4", {"workload": "gpu-infer"}, [{"key": "quarantine", "effect": "NoExecute"}])
+    obj = pod({}, [container(securityContext={"privileged": True})], nodeName="gpu-infer-4")
+    assert not evaluate(policy, obj, namespace="team-a", cluster=Cluster(nodes=(evicting,))).relevant
+    obj["spec"]["tolerations"] = [{"key": "quarantine", "operator": "Exists"}]
+    assert not admit(policy, obj, cluster=Cluster(nodes=(evicting,)))[0].allowed
+
+
+def test_kubectl_debug_node_on_a_mig_node(policy):
+    """``kubectl debug node/gpu-infer-3 --image=busybox``: the pod kubectl builds (nodeName, the host's
+    root filesystem mounted at /host, host namespaces) reaches every slice's device files."""
+    obj = pod(
+        {},
+        [container("debugger", volumeMounts=[{"name": "host-root", "mountPath": "/host"}], stdin=True, tty=True)],
+        name="node-debugger-gpu-infer-3-x7k2p",
+        nodeName="gpu-infer-3",
+        hostIPC=True,
+        hostNetwork=True,
+        hostPID=True,
+        restartPolicy="Never",
+        volumes=[{"name": "host-root", "hostPath": {"path": "/"}}],
+    )
+    d, _ = admit(policy, obj)
+    v = violation(d, "privileged-gpu")
+    assert v.path == "spec.containers[0].volumeMounts[0]" and not d.allowed, v.render()
 
 
 # --- controllers: the same judgement on their pod templates -----------------------------------------------

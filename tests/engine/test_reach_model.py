@@ -122,13 +122,51 @@ NODES = (
 
 def test_exact_per_node_with_node_objects(policy):
     blanket = {"tolerations": [{"operator": "Exists"}]}
-    # a hostname / node name pins the pool once the nodes are known; dev-cgpu has no known node: model
-    assert reached(policy, {**blanket, "nodeSelector": {"kubernetes.io/hostname": "i1"}}, nodes=NODES) == {
-        "infer-a100",
-        "dev-cgpu",
-    }
+    # a hostname / node name of a known node pins the pool: the pod can bind nowhere else (dev-cgpu,
+    # with no known node, cannot hold a node the pod names)
+    assert reached(policy, {**blanket, "nodeSelector": {"kubernetes.io/hostname": "i1"}}, nodes=NODES) == {"infer-a100"}
     fields = aff(fields=[{"key": "metadata.name", "operator": "In", "values": ["t1"]}])
     assert reached(policy, {**blanket, "affinity": fields}, {"nvidia.com/gpu": "1"}, nodes=NODES) == {"train-h100"}
     # the node's real taint value decides an Equal toleration
     equal = {"tolerations": [{"key": "nvidia.com/gpu", "operator": "Equal", "value": "present"}]}
     assert reached(policy, equal, {"nvidia.com/gpu": "1"}, nodes=NODES) == {"infer-a100"}
+
+
+def test_a_named_node_no_one_knows_keeps_the_model(policy):
+    """Found by the oracle: a pod whose required affinity names a node the watch has not delivered (a
+    DaemonSet pod for a node that just joined, or a name picked by hand) was judged by today's nodes
+    alone, so it reached nothing; the node with that name then joined a pool the namespace may not use."""
+    blanket = {"tolerations": [{"operator": "Exists"}]}
+    gpu = {"nvidia.com/gpu": "1"}
+    unknown = aff(fields=[{"key": "metadata.name", "operator": "In", "values": ["i2"]}])
+    assert reached(policy, {**blanket, "affinity": unknown}, gpu, nodes=NODES) == {"infer-a100", "train-h100"}
+    known = aff(fields=[{"key": "metadata.name", "operator": "In", "values": ["i1"]}])
+    assert reached(policy, {**blanket, "affinity": known}, gpu, nodes=NODES) == {"infer-a100"}
+    # one unknown hostname among known ones is enough
+    hosts = aff({"key": "kubernetes.io/hostname", "operator": "In", "values": ["i1", "i9"]})
+    assert reached(policy, {**blanket, "affinity": hosts}, nodes=NODES) == ALL
+    assert reached(policy, {**blanket, "nodeSelector": {"kubernetes.io/hostname": "i9"}}, nodes=NODES) == ALL
+    assert reached(policy, {**blanket, "nodeSelector": {"kubernetes.io/hostname": "t1"}}, nodes=NODES) == {"train-h100"}
+
+
+EVICTING = {"key": "gpu-admission.io/evict", "value": "x", "effect": "NoExecute"}
+
+
+def test_node_name_skips_the_scheduler_and_its_no_schedule_taints(policy):
+    """``spec.nodeName``: the kubelet's admission checks node affinity, resources and NoExecute taints
+    (``pkg/kubelet/lifecycle/predicate.go``), not the NoSchedule taints every pool of the default
+    policy relies on: with no toleration at all, the pod reaches every pool its labels allow."""
+    assert reached(policy, {}) == set()
+    assert reached(policy, {"nodeName": "gpu-7"}) == ALL
+    assert reached(policy, {"nodeName": "gpu-7", "nodeSelector": {"workload": "gpu-dev"}}) == {"dev-cgpu"}
+    assert reached(policy, {"nodeName": "gpu-7"}, {"nvidia.com/mig-1g.5gb": "1"}) == {"infer-a100"}
+    # known nodes: exactly the named one
+    assert reached(policy, {"nodeName": "i1"}, nodes=NODES) == {"infer-a100"}
+    assert reached(policy, {"nodeName": "gone"}, nodes=NODES) == ALL  # a name no node has yet: any pool
+    cpu = node("c1", {})
+    assert reached(policy, {"nodeName": "c1"}, nodes=(*NODES, cpu)) == set()
+    # a NoExecute taint still keeps it out, unless tolerated
+    evicting = node("e1", {"workload": "gpu-train"}, [EVICTING], {"nvidia.com/gpu": "8"})
+    assert "train-h100" not in reached(policy, {"nodeName": "e1"}, nodes=(*NODES, evicting))
+    tolerant = {"nodeName": "e1", "tolerations": [{"key": EVICTING["key"], "operator": "Exists"}]}
+    assert "train-h100" in reached(policy, tolerant, nodes=(*NODES, evicting))

@@ -7,13 +7,22 @@ jsonpatch), so every UPDATE here starts from a state the webhook admitted.
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import jsonpatch
+import pytest
 
 from tests.engine.helpers import container, intent, job, pod, rules
 from webhook.engine import evaluate
+from webhook.engine.cluster import Cluster
+from webhook.policy import load_policy
 
 SERVING = {"gpu-admission.io/tier": "serving"}
+
+
+@pytest.fixture(scope="module")
+def providers():
+    return load_policy(Path(__file__).parent / "policies" / "providers.yaml")
 
 
 def _stored(policy, obj, labels=SERVING):
@@ -25,8 +34,14 @@ def _stored(policy, obj, labels=SERVING):
 
 def _update(policy, new, old, labels=SERVING, **kwargs):
     return evaluate(
-        policy, new, operation="UPDATE", old_object=old, namespace="team", namespace_labels=labels,
-        as_received=True, **kwargs,
+        policy,
+        new,
+        operation="UPDATE",
+        old_object=old,
+        namespace="team",
+        namespace_labels=labels,
+        as_received=True,
+        **kwargs,
     )
 
 
@@ -139,3 +154,43 @@ def test_an_ephemeral_container_asking_the_toolkit_for_every_gpu_on_a_whole_gpu_
     found = [v for v in decision.violations if v.rule == "privileged-gpu"]
     assert not decision.allowed and [v.path for v in found] == ["spec.ephemeralContainers[0].env[0]"]
     assert _update(policy, copy.deepcopy(stored), stored, labels=training).allowed, "the pod itself is fine"
+
+
+def test_a_class_label_on_a_daemonset_pod_bound_for_a_node_no_one_knows(providers):
+    """The oracle's shrunk counterexample (providers policy, raw GPUs allowed): a DaemonSet-owned pod
+    holding ``nvidia.com/gpu`` whose required affinity names node ``n2x`` of the HAMi pool, while the
+    engine's Node objects hold other nodes of every pool but not ``n2x`` (it joined later). Its CREATE
+    as a raw request is fine; the UPDATE that labels it class ``ts-plain`` makes it a class pod bound
+    for a pool the class does not use. Judged by the known nodes alone it reached nothing and was
+    admitted; a name no known node carries now keeps the pool model."""
+    def node(name, pool):
+        return {
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": f"{name}-host", "pool": pool}},
+            "status": {"allocatable": {"nvidia.com/gpu": "8"}},
+        }
+
+    known = Cluster(nodes=(node("n1x", "hami"), node("n00x", "ts-plain"), node("n0x", "mig-single")))
+    names = [{"key": "metadata.name", "operator": "In", "values": ["n2x"]}]
+    old = pod(
+        {
+            "labels": {"app": "x"},
+            "ownerReferences": [
+                {"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "w", "uid": "u", "controller": True}
+            ],
+        },
+        [container(limits={"nvidia.com/gpu": "1"})],
+        affinity={
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchFields": names}]}
+            }
+        },
+    )
+    labels = {"gpu-admission.io/raw-gpus": "allowed"}
+    created = evaluate(providers, old, namespace="team", namespace_labels=labels, cluster=known, as_received=True)
+    assert created.allowed, [v.render() for v in created.denials]
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["gpu-admission.io/workload"] = "ts-plain"
+    d = _update(providers, new, old, labels=labels, cluster=known)
+    assert not d.allowed
+    spoofed = {v.message.split("onto pool ")[1].split(",")[0] for v in d.denials if v.rule == "pool-spoofing"}
+    assert "hami" in spoofed, [v.render() for v in d.denials]

@@ -28,8 +28,11 @@ pod can be bound. Upstream sources followed (kubernetes/kubernetes, master as of
   allocatable 0. Requests default to limits (``pkg/apis/core/v1/defaults.go`` ``SetDefaults_Pod``).
   Only extended resources (names with a ``/``) are judged: the generated nodes never run out of CPU
   or memory.
-- ``spec.nodeName``: the scheduler is bypassed; the kubelet's admission (``GeneralPredicates``) still
-  checks node affinity and resources, not ``NoSchedule`` taints.
+- ``spec.nodeName``: the scheduler is bypassed; the kubelet's admission (``pkg/kubelet/lifecycle/
+  predicate.go``, ``generalFilter``: ``GeneralPredicates`` then the taints "Kubelet is only interested
+  in", ``NoExecute``) still checks the node's name, node affinity, resources and ``NoExecute`` taints,
+  not ``NoSchedule`` ones (``TaintEffectNoSchedule``'s API doc: pods "submitted to Kubelet without
+  going through the scheduler" start).
 - API validation (``pkg/apis/core/validation/validation.go``) for the fields modelled here: what it
   rejects is never stored, so it never binds (:func:`rejected_by_apiserver`).
 """
@@ -278,7 +281,12 @@ def can_bind(pod: Mapping[str, Any], node: Node) -> bool:
         return False
     node_name = spec.get("nodeName")
     if node_name:
-        return node_name == node.name and required_node_affinity_matches(spec, node) and fits(spec, node)
+        return (
+            node_name == node.name
+            and required_node_affinity_matches(spec, node)
+            and not untolerated_taints(spec, node, effects=("NoExecute",))
+            and fits(spec, node)
+        )
     return required_node_affinity_matches(spec, node) and not untolerated_taints(spec, node) and fits(spec, node)
 
 

@@ -258,17 +258,7 @@ def run(policy_name: str) -> Run:
     return result
 
 
-OPEN = pytest.mark.xfail(
-    strict=False,
-    reason="open: run after other hypothesis tests (tests/check/test_fuzz_check.py), the providers search draws a "
-    "DaemonSet-owned ts-plain pod (nvidia.com/gpu, matchFields metadata.name In [a hami node]) stored without its "
-    "pin; to be shrunk to a regression test and fixed or the property refined",
-)
-
-
-@pytest.mark.parametrize(
-    "policy_name", [pytest.param(n, marks=OPEN) if n == "providers" else n for n in sorted(POLICIES)]
-)
+@pytest.mark.parametrize("policy_name", sorted(POLICIES))
 def test_admitted_pods_bind_only_to_entitled_pools(policy_name):
     result = run(policy_name)
     print(f"oracle {policy_name}: {result.examples} examples, {result.admitted} admitted pods judged")  # -s shows it

@@ -231,12 +231,16 @@ def test_a_resource_the_node_does_not_list_is_zero():
     assert fits({"containers": [c("a", {"nvidia.com/mig-1g.5gb": "0"})]}, node)  # a zero request is skipped
 
 
-def test_node_name_bypasses_taints_not_affinity_or_resources():
+def test_node_name_bypasses_no_schedule_taints_not_affinity_resources_or_no_execute():
     node = Node("n1", {"a": "b"}, taints=(TAINT,), allocatable={"nvidia.com/gpu": 1})
     pod = {"spec": {"nodeName": "n1", "containers": [c("a", {"nvidia.com/gpu": "1"})]}}
-    assert can_bind(pod, node)
+    assert TAINT["effect"] == "NoSchedule" and can_bind(pod, node)
     assert not can_bind({"spec": {**pod["spec"], "nodeSelector": {"a": "x"}}}, node)
     assert not can_bind({"spec": {"nodeName": "n2", "containers": []}}, node)
+    evicting = Node("n1", {}, taints=({"key": "k", "value": "v", "effect": "NoExecute"},))
+    assert not can_bind({"spec": {"nodeName": "n1", "containers": []}}, evicting)
+    tolerant = {"nodeName": "n1", "containers": [], "tolerations": [{"key": "k", "operator": "Exists"}]}
+    assert can_bind({"spec": tolerant}, evicting)
 
 
 # --- cluster and controllers ------------------------------------------------------------------------------

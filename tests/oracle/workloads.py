@@ -233,13 +233,15 @@ def container(draw, name: str, resources: list[str], kind: str = "regular", *, w
     return c
 
 
-MODES = ("class", "class", "raw", "raw", "cpu", "wild")
+MODES = ("class", "class", "raw", "raw", "cpu", "intruder", "intruder", "wild")
 
 
 @st.composite
 def pod_spec(draw, facts: PolicyFacts, cluster: tuple[Node, ...], restart: str | None, mode: str) -> dict[str, Any]:
     """``mode``: ``class`` (the GPUs come from the intent; extra containers mostly without devices),
-    ``raw`` (one container asks for devices), ``cpu`` (no devices), ``wild`` (anything)."""
+    ``raw`` (one container asks for devices), ``cpu`` (no devices), ``intruder`` (no devices, a
+    container with a trigger of device access, often ``nodeName``: the CPU-only pod after other
+    tenants' cards), ``wild`` (anything)."""
     offered = sorted({r for p in facts.pools for r in p.allocatable} | set(RESOURCES))
     wild = mode == "wild"
     spec = draw(placement(facts, cluster, wild=wild))
@@ -251,7 +253,7 @@ def pod_spec(draw, facts: PolicyFacts, cluster: tuple[Node, ...], restart: str |
     if draw(rarely(6)):
         spec["ephemeralContainers"] = [draw(container("debug", offered, "ephemeral", wild=wild))]
     everyone = spec["containers"] + spec.get("initContainers", [])
-    if mode == "cpu" or (mode == "class" and not draw(rarely(3))):
+    if mode in ("cpu", "intruder") or (mode == "class" and not draw(rarely(3))):
         for c in everyone:
             c.pop("resources", None)
     elif mode == "raw":
@@ -261,6 +263,10 @@ def pod_spec(draw, facts: PolicyFacts, cluster: tuple[Node, ...], restart: str |
                 c.pop("resources", None)
         if "resources" not in holder:
             holder["resources"] = {"limits": {draw(st.sampled_from(offered)): str(draw(st.integers(1, 8)))}}
+    if mode == "intruder":
+        draw(st.sampled_from(everyone)).update(copy.deepcopy(draw(st.sampled_from(TRIGGERS))))
+        if not draw(rarely(3)):
+            spec["nodeName"] = draw(st.sampled_from([n.name for n in cluster] + ["elsewhere"]))
     if any("volumeMounts" in c for c in everyone):
         spec["volumes"] = [{"name": "host-dev", "hostPath": {"path": draw(st.sampled_from(["/dev", "/dev/nvidia0"]))}}]
     if restart is not None:

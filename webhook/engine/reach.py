@@ -9,7 +9,9 @@ A template reaches a pool when:
 - TaintToleration: every ``NoSchedule``/``NoExecute`` taint is tolerated (an empty key with ``Exists``
   tolerates every taint, an empty effect every effect, ``Equal`` compares values, ``Gt``/``Lt`` compare
   them as integers (1.35's TaintTolerationComparisonOperators); a taint value or effect the policy
-  leaves open matches);
+  leaves open matches). A pod that sets ``spec.nodeName`` skips the scheduler, and the kubelet's own
+  admission filters on ``NoExecute`` taints alone: a ``NoSchedule`` taint, or one whose effect the
+  policy leaves open, does not keep it out;
 - NodeAffinity: no ``nodeSelector`` entry and not every required term is contradicted by the labels the
   pool fixes; a requirement on a label or field the pool does not fix (hostname, ``metadata.name``)
   can match, preferred terms never restrict;
@@ -19,11 +21,13 @@ A template reaches a pool when:
   driver serves (``CompiledPool.serves_class``), and an extended resource a DeviceClass maps is served
   by the pool's device plugin or by that class. An unresolved claim narrows nothing: it may be any GPU.
 
-With Node objects in the cluster view, a template that names its nodes (a hostname selector, every
-required term naming nodes by ``metadata.name`` or hostname ``In``: DaemonSet pods) is judged node by
-node on the pools that have known nodes (the node's own labels, name, taints and allocatable
-resources); any other template keeps the model too, since a node that joins later (a replacement,
-an autoscaler scale-up the pending pod itself triggers) may carry any label the pool leaves open.
+With Node objects in the cluster view, a template that names its nodes (``spec.nodeName``, a hostname
+selector, every required term naming nodes by ``metadata.name`` or hostname ``In``: DaemonSet pods)
+and names only nodes that exist is judged node by node (the named node's own labels, name, taints and
+allocatable resources): it can bind nowhere else. A name no known node carries may be a node that
+joins later, in any pool, or one the Node objects given leave out, so such a template keeps the whole
+model, as does any template that names no nodes: a node that joins later (a replacement, an
+autoscaler scale-up the pending pod itself triggers) may carry any label the pool leaves open.
 Every unknown is read as "can match": the model may see more reach than the scheduler, never less.
 """
 
@@ -38,6 +42,9 @@ from webhook.engine.resources import PodResources
 from webhook.policy.compiled import CompiledPool, Policy
 
 FILTERING = frozenset({"NoSchedule", "NoExecute"})
+KUBELET_FILTERING = frozenset({"NoExecute"})
+"""What the kubelet's own admission filters on for a pod bound by ``spec.nodeName`` (``generalFilter``
+in ``pkg/kubelet/lifecycle/predicate.go``: "Kubelet is only interested in the NoExecute taint")."""
 FRACTION_DEVICE = "nvidia.com/gpu"
 """What a GPU-fraction pod (KAI ``gpu-fraction``) needs of a node: KAI shares a whole card that the
 device plugin advertises as ``nvidia.com/gpu`` (its reservation pod holds it)."""
@@ -58,6 +65,14 @@ class Placement:
     claims: frozenset[frozenset[tuple[str, ...]]] = frozenset()
     """DRA demand: per device request, the alternatives (``webhook.engine.claims.Alternative``) one of
     which a node must serve."""
+    node_name: str = ""
+    """``spec.nodeName``: the pod skips the scheduler and binds to that node if the kubelet admits it
+    (node affinity, resources, ``NoExecute`` taints only)."""
+
+    @property
+    def filtering(self) -> frozenset[str]:
+        """The taint effects that keep this template off a node."""
+        return KUBELET_FILTERING if self.node_name else FILTERING
 
 
 def _str(value: Any) -> str:
@@ -126,7 +141,10 @@ def placement(spec: Mapping[str, Any], resources: PodResources) -> Placement:
         demand.update(resources.dra_demand)
     if resources.fractions:  # a scheduler's GPU share (KAI) lands on nodes that advertise whole GPUs
         devices.add(FRACTION_DEVICE)
-    return Placement(sel, terms, tolerations, frozenset(devices), frozenset(demand))
+    node_name = spec.get("nodeName")
+    return Placement(
+        sel, terms, tolerations, frozenset(devices), frozenset(demand), node_name if isinstance(node_name, str) else ""
+    )
 
 
 def _served(pool: CompiledPool, alternative: tuple[str, ...], allocatable: Mapping[str, Any] | None) -> bool:
@@ -160,12 +178,12 @@ def tolerates(tol: Toleration, key: str, value: str | None, effect: str | None) 
     if op == "Equal":
         return value is None or (t_value or "") == value
     if op in ("Gt", "Lt"):  # TaintTolerationComparisonOperators (1.35): the values compared as int64
-        bound = _int64(t_value or "")
+        bound = int64(t_value or "")
         if bound is None:
             return False  # compares with nothing (the apiserver rejects it)
         if value is None:
             return True  # a taint value the policy leaves open may be any number
-        have = _int64(value)
+        have = int64(value)
         return have is not None and (have > bound if op == "Gt" else have < bound)
     return False
 
@@ -173,7 +191,7 @@ def tolerates(tol: Toleration, key: str, value: str | None, effect: str | None) 
 _INT64 = re.compile(r"[+-]?[0-9]+")
 
 
-def _int64(text: str) -> int | None:
+def int64(text: str) -> int | None:
     """``strconv.ParseInt(text, 10, 64)``: ASCII digits only (``int`` also takes other scripts' digits and spaces)."""
     if not _INT64.fullmatch(text):
         return None
@@ -181,12 +199,18 @@ def _int64(text: str) -> int | None:
     return number if -(2**63) <= number < 2**63 else None
 
 
-def untolerated(taints: Iterable[tuple[str, str | None, str | None]], tolerations: tuple[Toleration, ...]):
-    """The filtering taints no toleration tolerates."""
+def untolerated(
+    taints: Iterable[tuple[str, str | None, str | None]],
+    tolerations: tuple[Toleration, ...],
+    filtering: frozenset[str] = FILTERING,
+):
+    """The filtering taints no toleration tolerates. A taint whose effect is unknown (``None``) filters
+    only where every effect does: otherwise it may be one that lets the pod in."""
     return [
         (key, value, effect)
         for key, value, effect in taints
-        if (effect is None or effect in FILTERING) and not any(tolerates(t, key, value, effect) for t in tolerations)
+        if (effect in filtering if effect is not None else filtering == FILTERING)
+        and not any(tolerates(t, key, value, effect) for t in tolerations)
     ]
 
 
@@ -254,7 +278,7 @@ def pool_admits(pool: CompiledPool, pl: Placement, *, taints: bool = True) -> bo
         return False
     if pl.claims and not claims_served(pool, pl):
         return False
-    if taints and untolerated(pool.taints, pl.tolerations):
+    if taints and untolerated(pool.taints, pl.tolerations, pl.filtering):
         return False
     return labels_admit(pool.spec.node_selector, pl)
 
@@ -268,14 +292,17 @@ def node_admits(node: Mapping[str, Any], pl: Placement) -> bool:
     spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
     status = node.get("status") if isinstance(node.get("status"), dict) else {}
     labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
-    if not labels_admit(labels, pl, open_keys=False, name=_str(meta.get("name"))):
+    name = _str(meta.get("name"))
+    if pl.node_name and pl.node_name != name:
+        return False
+    if not labels_admit(labels, pl, open_keys=False, name=name):
         return False
     taints = [
         (_str(t.get("key")), None if t.get("value") is None else _str(t.get("value")), _str(t.get("effect")))
         for t in spec.get("taints") or ()
         if isinstance(t, dict)
     ]
-    if untolerated(taints, pl.tolerations):
+    if untolerated(taints, pl.tolerations, pl.filtering):
         return False
     allocatable = status.get("allocatable") if isinstance(status.get("allocatable"), dict) else {}
     return all(_positive(allocatable.get(d)) for d in pl.devices)
@@ -303,22 +330,18 @@ def reachable(policy: Policy, pl: Placement, nodes: tuple[Mapping[str, Any], ...
     """Pool names the template can be bound into (see the module docstring)."""
     if not nodes:
         return _model_reach(policy, pl)
-    known: set[str] = set()
     found: set[str] = set()
     for node in nodes:
         if not isinstance(node, Mapping):
             continue
         pools = node_pools(policy, node)
-        known.update(pools)
         if pools and node_admits(node, pl):
             if pl.claims:
                 status = node.get("status") if isinstance(node.get("status"), dict) else {}
                 allocatable = status.get("allocatable") if isinstance(status.get("allocatable"), dict) else {}
                 pools = tuple(p for p in pools if claims_served(policy.pools[p], pl, allocatable))
             found.update(pools)
-    if names_nodes(pl):
-        found.update(n for n in _model_reach(policy, pl) if n not in known)
-    else:  # nodes join later (replacements, autoscaling): the pool model keeps judging what they may be
+    if not names_nodes(pl, nodes):  # nodes join later (replacements, autoscaling): the model judges what they may be
         found.update(_model_reach(policy, pl))
     return frozenset(found)
 
@@ -326,15 +349,35 @@ def reachable(policy: Policy, pl: Placement, nodes: tuple[Mapping[str, Any], ...
 HOSTNAME = "kubernetes.io/hostname"
 
 
-def names_nodes(pl: Placement) -> bool:
-    """The template can bind only to nodes it names (a hostname selector; every required term with a
-    ``metadata.name`` or hostname ``In``): the only case the nodes known now decide for good, since a
-    node that joins later has a new name but may carry any label, zone or hostname the pool leaves open."""
-    if any(key == HOSTNAME for key, _ in pl.selector):
-        return True
+def names_nodes(pl: Placement, nodes: tuple[Mapping[str, Any], ...]) -> bool:
+    """The template can bind only to nodes it names, and every name it gives is a node in ``nodes``
+    (``spec.nodeName``; a hostname selector; every required term with a ``metadata.name`` or hostname
+    ``In``): the only case the nodes known now decide for good. A node that joins later has a new name
+    but may carry any label, zone or hostname the pool leaves open; and a name no known node carries
+    may be exactly the node that joins next, in any pool."""
+    names, hostnames = _known_names(nodes)
+    if pl.node_name:
+        return pl.node_name in names
+    host = [value for key, value in pl.selector if key == HOSTNAME]
+    if host:
+        return host[0] in hostnames
     terms = [t for t in pl.terms or () if t[0] or t[1]]
     return bool(terms) and all(
-        any(key == "metadata.name" and op == "In" for key, op, _ in fields)
-        or any(key == HOSTNAME and op == "In" for key, op, _ in expressions)
+        any(key == "metadata.name" and op == "In" and set(values) <= names for key, op, values in fields)
+        or any(key == HOSTNAME and op == "In" and set(values) <= hostnames for key, op, values in expressions)
         for expressions, fields in terms
     )
+
+
+def _known_names(nodes: tuple[Mapping[str, Any], ...]) -> tuple[set[str], set[str]]:
+    """The names and ``kubernetes.io/hostname`` labels of the known nodes."""
+    names: set[str] = set()
+    hostnames: set[str] = set()
+    for node in nodes:
+        meta = node.get("metadata") if isinstance(node, Mapping) else None
+        if isinstance(meta, dict):
+            names.add(_str(meta.get("name")))
+            labels = meta.get("labels")
+            if isinstance(labels, dict) and isinstance(labels.get(HOSTNAME), str):
+                hostnames.add(labels[HOSTNAME])
+    return names, hostnames

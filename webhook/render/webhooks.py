@@ -259,20 +259,28 @@ _CAPABILITY = r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
 
 
 def _tolerates_taint(key: str, value: str | None, effect: str | None) -> str:
-    """Toleration ``x`` tolerates the taint, as ``webhook.engine.reach.tolerates`` reads it (a ``None``
-    value or effect is one the policy leaves open: anything matches it)."""
+    """Toleration ``x`` may tolerate the taint, as ``webhook.engine.reach.tolerates`` reads it (a ``None``
+    value or effect is one the policy leaves open: anything matches it). ``Gt``/``Lt`` (Kubernetes 1.35)
+    compare the values as integers: any such toleration counts where the taint's value is open or an
+    integer (a superset: CEL's ``int()`` errors on what the apiserver would reject, and the engine
+    compares), none where it is fixed and not an integer."""
+    from webhook.engine.reach import int64
+
     effect_ok = "" if effect is None else f"(!has(x.effect) || x.effect == '' || x.effect == {cel_string(effect)}) && "
     value_ok = "true" if value is None else f"(has(x.value) ? x.value : '') == {cel_string(value)}"
+    compared = " || x.operator == 'Gt' || x.operator == 'Lt'" if value is None or int64(value) is not None else ""
     return (
         f"{effect_ok}((!has(x.key) || x.key == '') ? (has(x.operator) && x.operator == 'Exists') :\n"
-        f"  x.key == {cel_string(key)} && ((has(x.operator) && x.operator == 'Exists') ||\n"
+        f"  x.key == {cel_string(key)} && ((has(x.operator) && (x.operator == 'Exists'{compared})) ||\n"
         f"    ((!has(x.operator) || x.operator == '' || x.operator == 'Equal') && {value_ok})))"
     )
 
 
 def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
-    """Template ``t`` tolerates every filtering taint of at least one pool ``privileged-gpu`` guards
-    for CPU-only pods; "true" when such a pool has no taint, None when there is no such pool."""
+    """Template ``t`` gets past the taints of at least one pool ``privileged-gpu`` guards for CPU-only
+    pods: it sets ``spec.nodeName`` (the kubelet admits it past ``NoSchedule`` taints, no scheduler
+    asked) or tolerates every filtering taint of such a pool; "true" when such a pool has no taint, None
+    when there is no such pool."""
     from webhook.engine.device_reach import exposed_pools
     from webhook.engine.reach import FILTERING
 
@@ -289,16 +297,20 @@ def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
     if not pools:
         return None
     alternatives = " ||\n  ".join(f"({_indent(p, '  ')})" for p in dict.fromkeys(pools))
-    return f"(has(t.spec.tolerations) && (\n  {alternatives}))"
+    return (
+        "((has(t.spec.nodeName) && t.spec.nodeName != '') ||\n"
+        f"  (has(t.spec.tolerations) && (\n    {_indent(alternatives, '  ')})))"
+    )
 
 
 def _device_trigger_in_template(policy: Policy) -> str | None:
     """``privileged-gpu`` on pods without GPUs: a container of any kind (ephemeral ones included) with a
     way past the device grant (privileged, SYS_ADMIN/ALL, a hostPath volume that may reach /dev, the
-    NVIDIA toolkit's environment, an envFrom that may set it) in a template that tolerates the taints
-    of a pool of sliced cards (every GPU pool with ``privilegedGPUPools: all``). CEL cannot judge the
-    rest of reachability (selectors, affinity, Node objects): this forwards a superset of what the
-    engine's model reaches, read from the pools' taints, and the engine decides."""
+    NVIDIA toolkit's environment, an envFrom that may set it) in a template that sets ``nodeName`` or
+    tolerates the taints of a pool of sliced cards (every GPU pool with ``privilegedGPUPools: all``).
+    CEL cannot judge the rest of reachability (selectors, affinity, which node a name is): this
+    forwards a superset of what the engine's model reaches, read from the pools' taints, and the
+    engine decides."""
     tolerates = _tolerates_an_exposed_pool(policy)
     if tolerates is None:
         return None

@@ -67,6 +67,12 @@ def _device_scope(ctx: Context, state: TemplateState) -> str | None:
         return None
     first = next(n for n in ctx.policy.pools if n in reached)  # policy order: stable messages
     kind = "a GPU pool" if ctx.policy.settings.privileged_gpu_pools == "all" else "a pool of sliced cards"
+    node_name = state.view.spec.get("nodeName")
+    if node_name:
+        return (
+            f"in a pod whose spec.nodeName {node_name!r} can bind it onto {kind} ({first}) without the scheduler, "
+            "so the pool's NoSchedule taints do not keep it out"
+        )
     return f"in a pod that can be scheduled onto {kind} ({first})"
 
 

@@ -158,10 +158,13 @@ def _reach_finding(ctx: Context, state: TemplateState, pool: CompiledPool, entit
         if any(reach.tolerates(form, *taint) for taint in pool.taints):
             path = path or view.dotted("spec", "tolerations", i)
             why.append(f"toleration {_show_toleration(t)} tolerates its taints")
-    if not pool.taints:
-        why.append("it has no taints")
     terms = reach.required_terms(spec)
     pl = reach.placement(spec, state.judged)
+    if pl.node_name:
+        path = path or view.dotted("spec", "nodeName")
+        why.append(f"spec.nodeName {pl.node_name!r} binds it without the scheduler, past NoSchedule taints")
+    elif not pool.taints:
+        why.append("it has no taints")
     fixed = ", ".join(f"{k}={v}" for k, v in pool.spec.node_selector.items()) or "no labels"
     if terms:
         for i, term in enumerate(pl.terms or ()):
