@@ -44,6 +44,7 @@ import orjson
 from gunicorn import http, sock, util
 from gunicorn.workers.gthread import TConn, ThreadWorker
 
+from webhook.server.corked import Corked
 from webhook.server.review import MAX_BODY_BYTES, error_body
 from webhook.server.tls import client_allowed, peer_names
 
@@ -175,6 +176,19 @@ class AdmissionWorker(ThreadWorker):
                 self._start(conn, False, left)
                 return
         super().finish_request(conn, fs)
+
+    def handle_request(self, req: Any, conn: TConn) -> bool:
+        """gthread's, with the status line, headers and body sent as one TLS write
+        (``webhook.server.corked``). If the app fails, gunicorn's own error path runs on the real
+        socket, as without this."""
+        real = conn.sock
+        conn.sock = corked = Corked(real)
+        try:
+            keep: bool = super().handle_request(req, conn)
+            corked.flush()
+            return keep
+        finally:
+            conn.sock = real
 
     def _start(self, conn: TConn, handshaking: bool, buf: bytes) -> None:
         state = _Reading(conn, time.monotonic() + self.request_timeout, handshaking, buf)
