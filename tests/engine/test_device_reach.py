@@ -439,6 +439,33 @@ def test_kubectl_debug_node_on_a_mig_node(policy):
     assert v.path == "spec.containers[0].volumeMounts[0]" and not d.allowed, v.render()
 
 
+def test_a_quiet_pod_parked_on_a_mig_node_then_debugged_privileged(policy):
+    """Two steps, each harmless-looking: a CPU-only pod with no trigger and ``nodeName`` of a MIG node
+    (not GPU-relevant: admitted), then ``kubectl debug --profile=sysadmin`` adds a privileged ephemeral
+    container. A bound pod's ``nodeName`` looks the same whether the scheduler or the user wrote it, so
+    the UPDATE is judged by where that name may be: denied."""
+    parked = pod({}, [container()], nodeName="gpu-infer-3")
+    assert not evaluate(policy, parked, namespace="team-a").relevant
+    debugged = copy.deepcopy(parked)
+    debugged["spec"]["ephemeralContainers"] = [
+        {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
+    ]
+    d = evaluate(policy, debugged, operation="UPDATE", old_object=parked, namespace="team-a", as_received=True)
+    v = violation(d, "privileged-gpu")
+    assert not d.allowed and v.path == "spec.ephemeralContainers[0].securityContext.privileged"
+    # with the Node objects known, a pod bound to a CPU node is debugged freely
+    at_cpu = pod({}, [container()], nodeName="cpu-1")
+    debugged = copy.deepcopy(at_cpu)
+    debugged["spec"]["ephemeralContainers"] = [
+        {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
+    ]
+    cluster = Cluster(nodes=(MIG_NODE, TRAIN_NODE, CPU_NODE))
+    d = evaluate(
+        policy, debugged, operation="UPDATE", old_object=at_cpu, namespace="team-a", as_received=True, cluster=cluster
+    )
+    assert d.allowed and "privileged-gpu" not in rules(d)
+
+
 # --- controllers: the same judgement on their pod templates -----------------------------------------------
 
 
