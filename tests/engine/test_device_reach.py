@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from tests.engine.helpers import container, intent, pod, rules, violation
 from tests.engine.test_reach_attacks import BLANKET, TRAIN_TAINTS, admit
+from tests.engine.test_reach_model import node
 from webhook.engine import evaluate
 from webhook.engine.cluster import Cluster
 from webhook.engine.device_reach import has_trigger, reaches_dev, triggers
@@ -368,18 +369,8 @@ def test_cpu_only_pod_without_a_trigger_pays_no_reach_computation(policy, monkey
 # --- spec.nodeName: no scheduler, so no NoSchedule taint keeps the pod out ---------------------------------
 
 
-def _node(name, labels, taints=()):
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-        "spec": {"taints": list(taints)},
-        "status": {"allocatable": {}},
-    }
-
-
-MIG_NODE = _node("gpu-infer-3", {"workload": "gpu-infer"}, [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
-TRAIN_NODE = _node(
+MIG_NODE = node("gpu-infer-3", {"workload": "gpu-infer"}, [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
+TRAIN_NODE = node(
     "gpu-train-1",
     {"workload": "gpu-train"},
     [
@@ -387,7 +378,7 @@ TRAIN_NODE = _node(
         {"key": "workload", "value": "gpu-train", "effect": "NoSchedule"},
     ],
 )
-CPU_NODE = _node("cpu-1", {})
+CPU_NODE = node("cpu-1", {})
 
 
 def test_cpu_only_privileged_pod_naming_a_mig_node(policy):
@@ -413,7 +404,7 @@ def test_node_name_with_the_nodes_known_is_judged_on_that_node(policy):
 
 
 def test_a_no_execute_taint_still_keeps_a_named_pod_out(policy):
-    evicting = _node("gpu-infer-4", {"workload": "gpu-infer"}, [{"key": "quarantine", "effect": "NoExecute"}])
+    evicting = node("gpu-infer-4", {"workload": "gpu-infer"}, [{"key": "quarantine", "effect": "NoExecute"}])
     obj = pod({}, [container(securityContext={"privileged": True})], nodeName="gpu-infer-4")
     assert not evaluate(policy, obj, namespace="team-a", cluster=Cluster(nodes=(evicting,))).relevant
     obj["spec"]["tolerations"] = [{"key": "quarantine", "operator": "Exists"}]

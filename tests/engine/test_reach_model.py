@@ -170,3 +170,13 @@ def test_node_name_skips_the_scheduler_and_its_no_schedule_taints(policy):
     assert "train-h100" not in reached(policy, {"nodeName": "e1"}, nodes=(*NODES, evicting))
     tolerant = {"nodeName": "e1", "tolerations": [{"key": EVICTING["key"], "operator": "Exists"}]}
     assert "train-h100" in reached(policy, tolerant, nodes=(*NODES, evicting))
+
+
+def test_node_names_do_not_crowd_the_policy_memo(policy):
+    """Every bound pod carries its own ``nodeName``; the pool model needs only to know one is set, so
+    a stream of bound pods' UPDATEs adds one memo entry, not one per node (the memo is emptied when
+    full, which would cost every other remembered answer)."""
+    before = {k for k in policy.memo if k[0] == "reach"}
+    results = {frozenset(reached(policy, {"nodeName": f"gpu-{i}"})) for i in range(50)}
+    added = {k for k in policy.memo if k[0] == "reach"} - before
+    assert results == {frozenset(ALL)} and len(added) <= 1  # 0 when an earlier test asked the same

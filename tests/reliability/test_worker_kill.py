@@ -17,7 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.reliability.load import Load, answering_pids, wait_for_workers, worker_pids
-from tests.server.support import ServerProcess, serve_args
+from tests.server.support import ServerProcess, eventually, serve_args
 
 pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.slow]
 
@@ -43,22 +43,13 @@ def server(tmp_path, server_certs) -> Iterator[ServerProcess]:
     assert proc.stop() == 0
 
 
-def _wait(check, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if check():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 AFTER = 50  # successful requests the load must send once the worker has been replaced
 
 
 def test_sigkill_of_a_worker_fails_only_its_own_connections(server: ServerProcess):
     before = wait_for_workers(server, 2)
     with Load(server, clients=CLIENTS) as load:
-        _wait(
+        eventually(
             lambda: (
                 len(load.outcomes) > 200
                 and all(p in before for p in load.current.values())
@@ -73,7 +64,7 @@ def test_sigkill_of_a_worker_fails_only_its_own_connections(server: ServerProces
         on_victim = sum(1 for pid in load.current.values() if pid == victim)
         killed_at = time.monotonic()
         os.kill(victim, signal.SIGKILL)
-        _wait(
+        eventually(
             lambda: len(worker_pids(server)) == 2 and victim not in worker_pids(server),
             30,
             "the arbiter to replace the worker",
@@ -81,7 +72,7 @@ def test_sigkill_of_a_worker_fails_only_its_own_connections(server: ServerProces
         replacement = next(p for p in worker_pids(server) if p not in before)
         replaced_at = time.monotonic()
         # N requests after the replacement, counted: how fast they come is the machine's business
-        _wait(lambda: load.successes_after(replaced_at) >= AFTER, 180, "requests to succeed again")
+        eventually(lambda: load.successes_after(replaced_at) >= AFTER, 180, "requests to succeed again")
     after_kill = [o for o in load.outcomes if o.finished >= killed_at]
     failures = load.failures()
     print(

@@ -5,15 +5,13 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import yaml
 
 from tests.conftest import ROOT
 from tests.server.objects import inference_pod
-from tests.server.support import ServerProcess, review, serve_args
+from tests.server.support import ServerProcess, review
 
 MONITORING = ROOT / "manifests" / "monitoring"
 _METRIC = re.compile(r"\b(gpu_admission_[a-z_]+|up)\b")
@@ -33,19 +31,8 @@ def _queries() -> list[str]:
     return exprs
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory, server_certs, namespaces_file: Path) -> Iterator[ServerProcess]:
-    proc = ServerProcess(
-        tmp_path_factory.mktemp("monitoring"),
-        serve_args(server_certs, "--namespaces", str(namespaces_file), "--workers", "1", "--threads", "2"),
-        ca_files=[server_certs.ca_cert],
-    )
-    proc.start()
-    yield proc
-    proc.stop()
-
-
-def test_dashboard_and_alerts_query_metrics_the_server_exports(server: ServerProcess):
+def test_dashboard_and_alerts_query_metrics_the_server_exports(default_server: ServerProcess):
+    server = default_server
     """Scrape a real server after the reviews a day brings (a mutation, a denial, a bad request) and
     check every metric a dashboard panel or an alert names is there."""
     client = server.client()

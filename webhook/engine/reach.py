@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from webhook.engine.resources import PodResources
@@ -283,8 +283,14 @@ def pool_admits(pool: CompiledPool, pl: Placement, *, taints: bool = True) -> bo
     return labels_admit(pool.spec.node_selector, pl)
 
 
+ANY_NODE = "*"
+"""The memo key's stand-in for a ``nodeName``: the model knows no node names, only that one is set (every
+bound pod has its own, so the names themselves would crowd the policy's memo)."""
+
+
 def _model_reach(policy: Policy, pl: Placement) -> frozenset[str]:
-    return policy.recall(("reach", pl), lambda: frozenset(n for n, p in policy.pools.items() if pool_admits(p, pl)))
+    key = replace(pl, node_name=ANY_NODE) if pl.node_name else pl
+    return policy.recall(("reach", key), lambda: frozenset(n for n, p in policy.pools.items() if pool_admits(p, pl)))
 
 
 def node_admits(node: Mapping[str, Any], pl: Placement) -> bool:
@@ -355,14 +361,16 @@ def names_nodes(pl: Placement, nodes: tuple[Mapping[str, Any], ...]) -> bool:
     ``In``): the only case the nodes known now decide for good. A node that joins later has a new name
     but may carry any label, zone or hostname the pool leaves open; and a name no known node carries
     may be exactly the node that joins next, in any pool."""
+    host = [value for key, value in pl.selector if key == HOSTNAME]
+    terms = [t for t in pl.terms or () if t[0] or t[1]]
+    if not (pl.node_name or host or terms):
+        return False
     names, hostnames = _known_names(nodes)
     if pl.node_name:
         return pl.node_name in names
-    host = [value for key, value in pl.selector if key == HOSTNAME]
     if host:
         return host[0] in hostnames
-    terms = [t for t in pl.terms or () if t[0] or t[1]]
-    return bool(terms) and all(
+    return all(
         any(key == "metadata.name" and op == "In" and set(values) <= names for key, op, values in fields)
         or any(key == HOSTNAME and op == "In" and set(values) <= hostnames for key, op, values in expressions)
         for expressions, fields in terms
