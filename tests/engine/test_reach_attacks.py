@@ -470,3 +470,28 @@ def deny_raw_policy():
     doc = yaml.safe_load(text)
     doc["spec"]["settings"]["rawRequests"] = "deny"
     return load_policy_texts([("default.yaml", yaml.safe_dump(doc))])
+
+
+def test_a_raw_request_naming_a_training_node_with_node_name_set_switched_off():
+    """``node-name-set`` denies ``nodeName`` on GPU pods by default; a platform that turns it off still
+    keeps raw requests in their entitlement. No toleration at all: ``nodeName`` skips the scheduler
+    and the training pool's NoSchedule taints with it. Deny mode: ``pool-spoofing`` at
+    ``spec.nodeName``. Pin mode: the pin's selector goes on, and the kubelet checks node affinity for
+    a pod bound by name, so the pod can only start on an entitled pool."""
+    from pathlib import Path
+
+    import yaml
+
+    from webhook.policy import load_policy_texts
+
+    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "policies" / "default.yaml").read_text())
+    doc["spec"]["rules"]["node-name-set"] = {"action": "off"}
+    pin = load_policy_texts([("default.yaml", yaml.safe_dump(doc))])
+    doc["spec"]["settings"]["rawRequests"] = "deny"
+    deny = load_policy_texts([("default.yaml", yaml.safe_dump(doc))])
+    obj = pod({}, [container(limits={"nvidia.com/gpu": "8"})], nodeName="h100-node-03")
+    d, _ = admit(deny, obj)
+    v = violation(d, "pool-spoofing")
+    assert not d.allowed and "train-h100" in v.message and v.path == "spec.nodeName", v.render()
+    d, stored = admit(pin, obj)
+    assert d.allowed and train_selector(stored) == "gpu-infer", [x.render() for x in d.violations]
