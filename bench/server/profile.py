@@ -78,6 +78,10 @@ def breakdown(collapsed: Path) -> None:
         print(f"{100 * n / total:6.1f}%  {name}")
 
 
+MODE_FLAGS: dict[str, tuple[str, ...]] = {"gil": ("--gil",), "active": (), "all": ("--idle",)}
+"""py-spy's flags for each ``--mode``."""
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--duration", type=float, default=15.0)
@@ -126,6 +130,7 @@ def main() -> None:
                 "raw",
                 "--output",
                 str(collapsed),
+                *MODE_FLAGS[args.mode],
             ],
             check=True,
             capture_output=True,

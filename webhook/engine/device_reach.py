@@ -168,11 +168,14 @@ def container_triggers(
 
 
 def triggers(spec: Mapping[str, Any]) -> Iterator[Trigger]:
-    """Every trigger in every container of a pod spec, containers before init before ephemeral."""
-    volumes = dev_volumes(spec)
+    """Every trigger in every container of a pod spec, containers before init before ephemeral.
+
+    Each container passes the cheap screen (``_may_trigger``) first: ``privileged-gpu`` asks this of
+    every GPU pod, and nearly every container has no trigger."""
+    volumes = dev_volumes(spec) if spec.get("volumes") else {}
     for group in ("containers", "initContainers", "ephemeralContainers"):
         for index, c in enumerate(_list(spec.get(group))):
-            if isinstance(c, dict):
+            if isinstance(c, dict) and _may_trigger(c, volumes):
                 yield from container_triggers(group, index, c, volumes)
 
 

@@ -125,14 +125,13 @@ def placement(spec: Mapping[str, Any], resources: PodResources) -> Placement:
             for t in raw_terms
         )
     tols = spec.get("tolerations")
-    tolerations = tuple(t for t in (toleration(i) for i in tols) if t is not None) if isinstance(tols, list) else ()
+    tolerations = tuple(t for t in map(toleration, tols) if t is not None) if isinstance(tols, list) else ()
     devices = set()
     demand: set[frozenset[tuple[str, ...]]] = set()
     mapped = resources.mapped
     for c in resources.containers:
         for key in c.families:
-            amount = c.amount(key)
-            if amount is not None and amount > 0:
+            if c.positive(key):
                 if key not in mapped:
                     devices.add(key)
                 elif mapped[key] is not None:  # device plugin or DRA (an unknown class narrows nothing)

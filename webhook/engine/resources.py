@@ -118,6 +118,15 @@ class ContainerResources:
         except QuantityError:
             return None
 
+    def positive(self, resource: str) -> bool:
+        """A positive amount of ``resource`` is asked for (what NodeResourcesFit filters on). Plain
+        digits, the usual spelling, are judged without building a Fraction."""
+        value = self.limits.get(resource, self.requests.get(resource))
+        if type(value) is str and len(value) < 19 and value.isdigit() and value.isascii():
+            return int(value) > 0
+        amount = self.amount(resource)
+        return amount is not None and amount > 0
+
     def whole_gpus(self) -> int:
         """Physical devices this container binds: whole GPUs, HAMi vGPU counts, MIG devices."""
         whole, total = 0, Fraction(0)  # integers add without Fraction arithmetic (the usual case)

@@ -240,10 +240,14 @@ def placement_missing(ctx: Context) -> Iterable[Finding]:
                 state.class_name,
             )
         tols = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
-        forms = {_normal(t) for t in tols}
-        absent = [
-            t for t, form in zip(pool.tolerations, toleration_forms(ctx.policy, pool), strict=True) if form not in forms
-        ]
+        absent: list = []
+        if not all(t in tols for t in pool.tolerations):  # usual: each exactly as our mutation wrote it
+            forms = {_normal(t) for t in tols}
+            absent = [
+                t
+                for t, form in zip(pool.tolerations, toleration_forms(ctx.policy, pool), strict=True)
+                if form not in forms
+            ]
         if absent:
             yield Finding(
                 "placement-missing",

@@ -226,13 +226,16 @@ def scheduling_not_allowed(ctx: Context) -> Iterable[Finding]:
         if allowed is None:
             continue
         spec, view, cname = state.view.spec, state.view, state.class_name
+        # the usual answer (an allowed value) is settled before any path or message is built
         priority = spec.get("priorityClassName")
-        if isinstance(priority, str) and priority:
+        if isinstance(priority, str) and priority and not allowed.priority_ok(priority):
             found = _priority_finding(ctx, allowed, priority, view.dotted("spec", "priorityClassName"), cname)
             if found is not None:
                 yield found
         scheduler = spec.get("schedulerName")
-        if isinstance(scheduler, str):  # absent: the apiserver defaults it (or the object's own is inherited)
+        # absent: the apiserver defaults it (or the object's own is inherited); the Volcano-only
+        # devices widen what is allowed, so they are looked at only when the kind's list is not enough
+        if isinstance(scheduler, str) and not allowed.scheduler_ok(scheduler, kind_schedulers):
             extra = (*kind_schedulers, "volcano") if _volcano_devices(state) else kind_schedulers
             found = _scheduler_finding(ctx, allowed, scheduler, view.dotted("spec", "schedulerName"), cname, extra)
             if found is not None:
