@@ -4,7 +4,8 @@ The modules are kept small so each concern can be read (and tested) alone:
 
 ``review``           the AdmissionReview v1 wire contract (parse, shape responses); pure
 ``admission``        one review -> one engine call -> one response; failure policy, metrics, log line
-``app``              the Flask app factory: routes, JSON errors, health and readiness
+``app``              the WSGI app: the apiserver's admission calls answered directly, the rest on Flask
+                     (routes, JSON errors, health and readiness)
 ``runtime``          what a process holds (policy store, namespace source, TLS reloader) and its threads
 ``reload``           policy hot reload (content hash, atomic swap, last good policy keeps serving)
 ``tls``              the gunicorn ``ssl_context`` hook: cached context, rebuilt when file contents change

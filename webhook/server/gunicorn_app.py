@@ -92,7 +92,7 @@ def bind_problem(bind: str) -> str | None:
 
 
 class AdmissionServer(BaseApplication):
-    """The gunicorn application: builds the Flask app once (master) and wires the hooks."""
+    """The gunicorn application: builds the WSGI app once (master) and wires the hooks."""
 
     def __init__(self, settings: ServeSettings, runtime: Runtime, cleanup_dir: str | None = None):
         self.settings = settings
