@@ -292,6 +292,29 @@ def test_later_webhook_removed_the_pool_selector(policy):
     assert v.path == "spec.nodeSelector" and "workload=gpu-train" in v.message
 
 
+def test_a_pool_toleration_removed_or_respelled_after_our_mutation(policy):
+    """The stored tolerations are compared with the pool's as written first, then in normal form: one
+    removed by a later webhook is missing; the same toleration respelled (``operator: Equal`` left to
+    its default, the list reordered) is not."""
+    training = {"gpu-admission.io/tier": "training"}
+    sent = pod(intent("training", gpus=8), [container()])
+    m = evaluate(policy, copy.deepcopy(sent), namespace="t", namespace_labels=training, validate=False)
+    stored = jsonpatch.apply_patch(sent, list(m.patch))
+    gpu, workload = stored["spec"]["tolerations"]
+    assert workload["operator"] == "Equal"
+
+    removed = copy.deepcopy(stored)
+    removed["spec"]["tolerations"] = [gpu]
+    d = evaluate(policy, removed, namespace="t", namespace_labels=training, as_received=True)
+    v = violation(d, "placement-missing")
+    assert not d.allowed and v.path == "spec.tolerations" and "workload=gpu-train Equal" in v.message, v.render()
+
+    respelled = copy.deepcopy(stored)
+    respelled["spec"]["tolerations"] = [{k: v for k, v in workload.items() if k != "operator"}, gpu]
+    d = evaluate(policy, respelled, namespace="t", namespace_labels=training, as_received=True)
+    assert "placement-missing" not in rules(d), [x.render() for x in d.violations]
+
+
 def test_raw_request_stored_unpinned_is_placement_missing(policy):
     obj = pod({}, [container(limits=GPU1)])
     d = evaluate(policy, obj, namespace="team-a", namespace_labels=SERVING, as_received=True)

@@ -47,7 +47,7 @@ def _bad(endpoint: str, code: int) -> float:
     return REGISTRY.get_sample_value("gpu_admission_bad_requests_total", {"endpoint": endpoint, "code": str(code)}) or 0
 
 
-def test_the_direct_path_is_taken_only_for_the_apiservers_own_shape(runtime, client):
+def test_the_direct_path_is_taken_only_for_the_apiservers_own_shape(runtime):
     seen: list[str] = []
     app = create_app(runtime)
     routes = app.wsgi_app

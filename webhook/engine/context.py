@@ -126,8 +126,6 @@ class Context:
     stored: bool = False
     """The rules judge the object as the apiserver will store it (``/validate`` of a CREATE we mutate):
     what our mutation should have set must already be there (``placement-missing``)."""
-    _primary: TemplateState | None = None
-    _settled: bool = False
 
     def reach(self, state: TemplateState) -> frozenset[str]:
         """Pools the template as judged (``view``/``judged``) can be bound into: ``webhook.engine.reach``."""
@@ -152,15 +150,7 @@ class Context:
     @property
     def primary(self) -> TemplateState | None:
         """The template whose class speaks for the workload (gang, topology): the first resolved one."""
-        if self._settled:
-            return self._primary
         for state in self.states:
             if state.resolution is not None:
                 return state
         return None
-
-    def settle(self) -> None:
-        """Resolution is done (nothing sets a template's resolution after it): the primary template is
-        fixed, and the mutation steps and rules that ask for it a dozen times per review read it."""
-        self._primary = self.primary
-        self._settled = True

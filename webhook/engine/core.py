@@ -177,7 +177,6 @@ def evaluate(
         )
     ctx.findings.extend(stranded)
     _resolve_all(ctx)
-    ctx.settle()
     past_deadline(deadline, "resolution")
     ctx.gang = gang_step.derive(ctx)
     if trace is not None and ctx.gang is not None:

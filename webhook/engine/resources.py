@@ -78,6 +78,11 @@ def _family(name: str, gpu_prefixes: tuple[str, ...], rdma: frozenset[str]) -> s
     return None
 
 
+def plain_count(value: object) -> bool:
+    """A decimal integer string such as "8": whole and non-negative without parsing a quantity."""
+    return type(value) is str and len(value) < 19 and value.isdigit() and value.isascii()
+
+
 @dataclass(slots=True)
 class ContainerResources:
     index: int
@@ -122,8 +127,8 @@ class ContainerResources:
         """A positive amount of ``resource`` is asked for (what NodeResourcesFit filters on). Plain
         digits, the usual spelling, are judged without building a Fraction."""
         value = self.limits.get(resource, self.requests.get(resource))
-        if type(value) is str and len(value) < 19 and value.isdigit() and value.isascii():
-            return int(value) > 0
+        if plain_count(value):
+            return int(value) > 0  # type: ignore[arg-type]
         amount = self.amount(resource)
         return amount is not None and amount > 0
 
@@ -133,7 +138,7 @@ class ContainerResources:
         for resource, fam in self.families.items():
             if fam in (WHOLE, MIG):
                 raw = self.limits.get(resource, self.requests.get(resource))
-                if type(raw) is str and len(raw) < 19 and raw.isdigit() and raw.isascii():  # "8": the usual spelling
+                if plain_count(raw):  # "8": the usual spelling
                     whole += int(raw)
                     continue
                 amount = self.amount(resource)

@@ -19,6 +19,7 @@ from webhook.engine.resources import (
     PodResources,
     effective,
     family,
+    plain_count,
 )
 from webhook.engine.rules.claims import claim_profiles
 from webhook.engine.rules.registry import resolution_findings, rule
@@ -43,7 +44,7 @@ def extended_resource(ctx: Context) -> Iterable[Finding]:
                 limit, request = c.limits.get(key), c.requests.get(key)
                 if key in PERCENT_KEYS:
                     yield from _percentage(state, c, key, limit)
-                if _plain_count(limit) and (request is None or request == limit):
+                if plain_count(limit) and (request is None or request == limit):
                     continue  # "8" with no request or the same one: the usual, valid case
                 parsed: dict[str, Fraction] = {}
                 for section, value in (("limits", limit), ("requests", request)):
@@ -102,17 +103,12 @@ def _percentage(state: TemplateState, c: ContainerResources, key: str, limit: ob
         )
 
 
-def _plain_count(value: object) -> bool:
-    """A decimal integer string such as "8": whole and non-negative without parsing a quantity."""
-    return type(value) is str and len(value) < 19 and value.isdigit() and value.isascii()
-
-
 def _mig_devices(c: ContainerResources) -> int | Fraction:
     total: int | Fraction = 0
     for key, fam in c.families.items():
         if fam == MIG:
             raw = c.limits.get(key, c.requests.get(key))
-            total += int(raw) if _plain_count(raw) else (c.amount(key) or 0)  # type: ignore[arg-type]
+            total += int(raw) if plain_count(raw) else (c.amount(key) or 0)  # type: ignore[arg-type]
     return total
 
 
