@@ -10,6 +10,7 @@ closed or reset before the status line), or a failure (partial answer, non-200, 
 from __future__ import annotations
 
 import http.client
+import os
 import signal
 import socket
 import ssl
@@ -142,3 +143,64 @@ def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, ser
         socket.create_connection(("127.0.0.1", server.port), timeout=2)
     messages = [r.get("msg", "") for r in server.log_records()]
     assert "Handling signal: term" in messages and "Shutting down: Master" in messages
+
+
+def _accept_queue(port: int) -> int:
+    """Connections the kernel completed on the listener at ``port`` that no ``accept`` took yet (for a
+    listening socket, /proc/net/tcp's ``rx_queue`` is its accept queue)."""
+    queued = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for row in f.read().splitlines()[1:]:
+                fields = row.split()
+                if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:  # LISTEN on our port
+                    queued += int(fields[4].split(":")[1], 16)
+    return queued
+
+
+def test_connections_queued_on_a_stopping_worker_are_answered(tmp_path, server_certs):
+    """Each worker listens on its own ``SO_REUSEPORT`` socket, so connections in its accept queue can go to
+    no other worker. The worker is frozen (SIGSTOP: in life, a worker still starting or with a busy
+    loop) while four reviews connect and send; it gets SIGTERM and resumes. Every one of them is
+    answered in the grace period, none reset when the listener closes."""
+    server = ServerProcess(
+        tmp_path,
+        serve_args(
+            server_certs, "--workers", "1", "--threads", "4", "--graceful-timeout", "10", "--namespaces", "none"
+        ),
+        ca_files=[server_certs.ca_cert],
+    ).start()
+    (pid,) = wait_for_workers(server, 1)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+
+    def one_review() -> None:
+        sent = review(objects.inference_pod(), namespace=objects.SERVING_NS)
+        client = server.client(timeout=20.0)
+        try:
+            status, _, data = client.request("POST", "/mutate?timeout=10s", orjson.dumps(sent))
+            check_response(orjson.loads(data), sent, "mutate")
+            outcome = "ok" if status == 200 else f"HTTP {status}"
+        except Exception as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+        finally:
+            client.close()
+        with lock:
+            outcomes.append(outcome)
+
+    threads = [threading.Thread(target=one_review, daemon=True) for _ in range(4)]
+    try:
+        os.kill(pid, signal.SIGSTOP)
+        for t in threads:
+            t.start()
+        deadline = time.monotonic() + 30
+        while _accept_queue(server.port) < len(threads):  # every connection waits in the kernel's queue
+            assert time.monotonic() < deadline, f"accept queue holds {_accept_queue(server.port)}"
+            time.sleep(0.02)
+        os.kill(pid, signal.SIGTERM)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+        for t in threads:
+            t.join(30)
+        server.stop()
+    assert outcomes == ["ok"] * len(threads), outcomes

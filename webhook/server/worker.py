@@ -160,6 +160,23 @@ class AdmissionWorker(ThreadWorker):
             handshaking = True
         self._start(conn, handshaking, b"")
 
+    def set_accept_enabled(self, enabled: bool) -> None:
+        """At a graceful stop, first accept what the kernel already queued on this worker's socket.
+
+        Each worker has its own ``SO_REUSEPORT`` listener, so a connection in its backlog (the TCP
+        handshake done, the request possibly sent) can go to no other worker; gunicorn stops
+        accepting and closes the listener, which resets it. A worker stopped while starting, or
+        while its loop was busy, had such connections waiting: they are taken now and answered in
+        the grace period like the other requests in flight."""
+        if not enabled and self._accepting and not self.alive:
+            for listener in self.sockets:
+                while self.nr_conns < self.worker_connections:
+                    before = self.nr_conns
+                    self.accept(listener)
+                    if self.nr_conns <= before:  # the backlog is empty (or the connection was refused)
+                        break
+        super().set_accept_enabled(enabled)
+
     def on_client_socket_readable(self, conn: TConn, client: Any) -> None:
         """A kept-alive connection starts its next request: read it here, not in a thread."""
         self.poller.unregister(client)
