@@ -1,10 +1,28 @@
-"""Shared fixtures: the repository, the read-only ../shared material, and the default policy."""
+"""Shared fixtures: the repository, the read-only ../shared material, and the policies tests use.
+
+Two policy directories, two owners:
+
+- ``DEFAULT_POLICY_DIR`` (alias ``POLICIES``) is the product's shipped default, the packaged copy in
+  ``webhook/policy/scaffold/`` that ``gpu-admission policy init`` writes. The product's tests judge
+  the engine, the server and the renderer on it (or on policies of their own), so they do not change
+  when a platform team edits its policy.
+- ``USER_POLICIES`` is the repository's ``policies/``: the platform team's own policy. Only the checks
+  that are about that policy read it: its render equals ``manifests/base/rendered.yaml``, it lints, its
+  own ``policy test`` suites pass (tests/workflow/test_user_policy.py).
+
+A command run without ``--policy`` reads ``$GPU_ADMISSION_POLICY`` before ``policies/``; the session
+sets it to the shipped default, so a test (or a server it starts) that leaves the policy out judges
+the product's default, never the checkout's ``policies/``.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+import webhook.policy
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -12,7 +30,12 @@ REALWORLD = SHARED / "realworld"
 CORPUS = REALWORLD / "corpus"
 CRDS = REALWORLD / "crds"
 SEED = SHARED / "seed" / "gpu-scheduling-chapter.txt"
-POLICIES = ROOT / "policies"
+# the product's default policy as the package ships it (what `policy init` writes)
+DEFAULT_POLICY_DIR = Path(webhook.policy.__file__).resolve().parent / "scaffold"
+POLICIES = DEFAULT_POLICY_DIR  # the name older tests import
+# the platform team's policy directory in this repository (started as a copy of the default)
+USER_POLICIES = ROOT / "policies"
+RENDERED = ROOT / "manifests" / "base" / "rendered.yaml"
 
 TRAINING_NS = {"gpu-admission.io/tier": "training"}
 # the default policy restricts labelled namespaces: serving-only teams get inference and batch
@@ -26,8 +49,17 @@ def need_shared(path: Path) -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _default_policy_for_commands() -> Iterator[None]:
+    """``gpu-admission check|policy|serve`` without a policy directory read the shipped default."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("GPU_ADMISSION_POLICY", str(DEFAULT_POLICY_DIR))
+        yield
+
+
 @pytest.fixture(scope="session")
 def policy():
+    """The shipped default policy (the packaged copy), loaded once."""
     from webhook.policy import load_policy
 
-    return load_policy(POLICIES)
+    return load_policy(DEFAULT_POLICY_DIR)

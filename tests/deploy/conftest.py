@@ -1,9 +1,18 @@
-"""Rendered manifests, shared by the deploy tests: `kubectl kustomize` runs once per directory."""
+"""Rendered manifests, shared by the deploy tests: `kubectl kustomize` runs once per directory.
+
+The deploy tests judge the product's manifests with the product's default policy: they build a copy
+of ``manifests/`` whose ``base/rendered.yaml`` is rendered from the shipped default (the packaged
+copy), so a platform team's own ``policies/`` and its ``rendered.yaml`` never change what they see.
+The repository's ``rendered.yaml`` is checked against its own ``policies/`` by
+tests/workflow/test_user_policy.py.
+"""
 
 from __future__ import annotations
 
+import atexit
 import shutil
 import subprocess
+import tempfile
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -11,15 +20,36 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.conftest import DEFAULT_POLICY_DIR, ROOT
 
 MANIFESTS = ROOT / "manifests"
 TARGETS = {
-    "root": MANIFESTS,
-    "base": MANIFESTS / "base",
-    "cert-manager": MANIFESTS / "overlays" / "cert-manager",
-    "self-signed": MANIFESTS / "overlays" / "self-signed",
+    "root": Path("."),
+    "base": Path("base"),
+    "cert-manager": Path("overlays") / "cert-manager",
+    "self-signed": Path("overlays") / "self-signed",
 }
+
+
+def render_policy(directory: Path) -> str:
+    """What ``gpu-admission policy render DIR`` prints (the command the docs give for rendered.yaml)."""
+    from webhook.policy import load_policy
+    from webhook.policy.loader import policy_files
+    from webhook.render import RenderOptions, render
+    from webhook.render.output import to_yaml
+
+    files = tuple((p.name, p.read_text(encoding="utf-8")) for p in policy_files(directory))
+    return to_yaml(render(load_policy(directory), RenderOptions(policy_files=files)))
+
+
+@cache
+def product_manifests() -> Path:
+    """A copy of manifests/ with base/rendered.yaml rendered from the shipped default policy."""
+    root = Path(tempfile.mkdtemp(prefix="gpu-admission-manifests-"))
+    atexit.register(shutil.rmtree, root, True)
+    shutil.copytree(MANIFESTS, root / "manifests")
+    (root / "manifests" / "base" / "rendered.yaml").write_text(render_policy(DEFAULT_POLICY_DIR), encoding="utf-8")
+    return root / "manifests"
 NAMESPACE = "gpu-admission"
 MUTATING = "gpu-admission-mutating"
 VALIDATING = "gpu-admission-validating"
@@ -36,7 +66,7 @@ def _render(path: Path) -> tuple[dict[str, Any], ...]:
 def render(name: str) -> list[dict[str, Any]]:
     if shutil.which("kubectl") is None:
         pytest.skip("kubectl is not installed")
-    return list(_render(TARGETS[name]))
+    return list(_render(product_manifests() / TARGETS[name]))
 
 
 def one(docs: list[dict[str, Any]], kind: str, name: str | None = None) -> dict[str, Any]:

@@ -8,13 +8,13 @@ with jsonpatch, then ``/validate`` on the stored object (``admit`` of test_reach
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, pod, rules, violation
 from tests.engine.test_reach_attacks import BLANKET, TRAIN_TAINTS, admit
 from tests.engine.test_reach_model import node
@@ -29,7 +29,7 @@ DEV = [{"name": "dev", "hostPath": {"path": "/dev"}}]
 def _all_pools_policy():
     from webhook.policy import load_policy_texts
 
-    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "policies" / "default.yaml").read_text())
+    doc = yaml.safe_load((POLICIES / "default.yaml").read_text())
     doc["spec"]["settings"]["privilegedGPUPools"] = "all"
     return load_policy_texts([("default.yaml", yaml.safe_dump(doc))])
 

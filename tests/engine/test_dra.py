@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import CORPUS, need_shared
+from tests.conftest import CORPUS, POLICIES, need_shared
 from tests.engine.helpers import container, intent, pod, rules, run, vcjob, violation
 from webhook.engine import evaluate
 from webhook.engine.claims import ClaimResolver, cluster_entry
@@ -186,7 +186,7 @@ def test_imex_channels_are_recognised_and_not_gpus(policy):
 def test_the_policy_overrides_and_extends_the_catalogue():
     from webhook.policy import load_policy_texts
 
-    text = Path("policies/default.yaml").read_text() + (
+    text = (POLICIES / "default.yaml").read_text() + (
         "\n  deviceClasses:\n"
         "    gpu.example.com: {kind: whole, driver: gpu.example.com}\n"
         "    gpu.amd.com: {kind: shared}\n"
@@ -233,7 +233,7 @@ def test_extended_resources_mapped_by_a_device_class_count(policy):
     }
     from webhook.policy import load_policy_texts
 
-    text = Path("policies/default.yaml").read_text() + "\n  deviceClasses:\n    gpu.example.com: {kind: whole}\n"
+    text = (POLICIES / "default.yaml").read_text() + "\n  deviceClasses:\n    gpu.example.com: {kind: whole}\n"
     custom = load_policy_texts([("default.yaml", text)])
     cluster = cluster_of(mapped)
     asks = pod(None, [container(limits={"example.com/gpu": "3"})])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, pod, run, violation
 from webhook.engine.decision import WARNING_LIMIT, Action, Decision, Violation, short_warning
 
@@ -107,7 +108,7 @@ def test_explain_never_breaks_a_label_key_across_lines(tmp_path, capsys):
     for length in range(1, 40):
         ns = "n" * length
         (tmp_path / "ns.yaml").write_text(yaml.safe_dump({ns: {"gpu-admission.io/tier": "serving"}}))
-        args = ["check", str(path), "--explain", "--policy", "policies", "--namespace", ns]
+        args = ["check", str(path), "--explain", "--policy", str(POLICIES), "--namespace", ns]
         main([*args, "--namespaces", str(tmp_path / "ns.yaml")])
         out = capsys.readouterr().out
         assert "class-not-allowed" in out

@@ -13,6 +13,7 @@ import copy
 import jsonpatch
 import pytest
 
+from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, job, pod, rules, violation
 from webhook.engine import evaluate
 
@@ -483,13 +484,12 @@ def test_container_intent_naming_an_init_container(policy):
 
 @pytest.fixture(scope="module")
 def deny_raw_policy():
-    from pathlib import Path
 
     import yaml
 
     from webhook.policy import load_policy_texts
 
-    text = (Path(__file__).resolve().parents[2] / "policies" / "default.yaml").read_text()
+    text = (POLICIES / "default.yaml").read_text()
     doc = yaml.safe_load(text)
     doc["spec"]["settings"]["rawRequests"] = "deny"
     return load_policy_texts([("default.yaml", yaml.safe_dump(doc))])
@@ -501,13 +501,12 @@ def test_a_raw_request_naming_a_training_node_with_node_name_set_switched_off():
     and the training pool's NoSchedule taints with it. Deny mode: ``pool-spoofing`` at
     ``spec.nodeName``. Pin mode: the pin's selector goes on, and the kubelet checks node affinity for
     a pod bound by name, so the pod can only start on an entitled pool."""
-    from pathlib import Path
 
     import yaml
 
     from webhook.policy import load_policy_texts
 
-    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "policies" / "default.yaml").read_text())
+    doc = yaml.safe_load((POLICIES / "default.yaml").read_text())
     doc["spec"]["rules"]["node-name-set"] = {"action": "off"}
     pin = load_policy_texts([("default.yaml", yaml.safe_dump(doc))])
     doc["spec"]["settings"]["rawRequests"] = "deny"

@@ -42,7 +42,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import ROOT
+from tests.conftest import DEFAULT_POLICY_DIR, ROOT
 from tests.oracle.admission import Admitted, Hooks, admitted_pods
 from tests.oracle.cluster import PolicyFacts, read_policy
 from tests.oracle.scheduler import Node, pod_requests, reach
@@ -62,8 +62,8 @@ PROPERTY = settings(max_examples=EXAMPLES, **COMMON)
 # name -> (policy file, settings overridden). ``rawRequests: deny`` leaves raw requests unpinned, so
 # every one of them is judged by the engine's reachability model alone: the oracle's sharpest test.
 POLICIES = {
-    "default": (ROOT / "policies" / "default.yaml", {}),
-    "default-raw-deny": (ROOT / "policies" / "default.yaml", {"rawRequests": "deny"}),
+    "default": (DEFAULT_POLICY_DIR / "default.yaml", {}),
+    "default-raw-deny": (DEFAULT_POLICY_DIR / "default.yaml", {"rawRequests": "deny"}),
     "dra-example": (ROOT / "examples" / "dra-policy" / "policy.yaml", {}),
     "providers": (ROOT / "tests" / "engine" / "policies" / "providers.yaml", {}),
 }

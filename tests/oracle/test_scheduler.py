@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import DEFAULT_POLICY_DIR
 from tests.oracle.cluster import read_policy
 from tests.oracle.controllers import daemon_pod, pods_of, should_run_daemon_pod
 from tests.oracle.scheduler import (
@@ -247,7 +247,7 @@ def test_node_name_bypasses_no_schedule_taints_not_affinity_resources_or_no_exec
 
 
 def test_default_policy_nodes_as_the_pools_describe_them():
-    facts = read_policy(ROOT / "policies" / "default.yaml")
+    facts = read_policy(DEFAULT_POLICY_DIR / "default.yaml")
     pools = {p.name: p for p in facts.pools}
     assert pools["infer-a100"].allocatable["nvidia.com/mig-1g.5gb"] == 7 * 8
     assert pools["infer-a100"].allocatable["nvidia.com/gpu"] == 8

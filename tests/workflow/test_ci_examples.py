@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
+import shutil
 import tomllib
 from contextlib import redirect_stdout
 from io import StringIO
@@ -13,11 +14,20 @@ from xml.etree import ElementTree as ET
 import pytest
 import yaml
 
-from tests.conftest import POLICIES, ROOT
+from tests.conftest import DEFAULT_POLICY_DIR, ROOT
 from webhook.cli import main
 
 EXAMPLES = ROOT / "examples" / "ci"
-MANIFEST = str((POLICIES / "tests" / "objects" / "inference-pod.yaml").relative_to(ROOT))
+MANIFEST = "policies/tests/objects/inference-pod.yaml"
+
+
+@pytest.fixture(autouse=True)
+def platform_repo(tmp_path, monkeypatch):
+    """The examples run in a platform team's repository: a fresh one holding the shipped default as
+    ``policies/`` (what ``policy init`` writes), so they test the product, not this checkout's policy."""
+    shutil.copytree(DEFAULT_POLICY_DIR, tmp_path / "policies")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 _VAR = re.compile(r"\$\{?([A-Za-z_][A-Za-z0-9_]*)\}?")
 
 
@@ -47,7 +57,6 @@ def expand(command: str, env: dict[str, str], arrays: dict[str, list[str]]) -> l
 
 
 def run(args: list[str], monkeypatch) -> tuple[int, str]:
-    monkeypatch.chdir(ROOT)
     buffer = StringIO()
     with redirect_stdout(buffer):
         try:
@@ -146,7 +155,6 @@ def test_examples_install_a_pinned_revision_from_source(tmp_path):
     """gpu-admission is on no package index: the examples install it from a git revision, and that form
     of requirement really installs this repository (pip resolves it from a local clone at HEAD)."""
     import json
-    import shutil
     import subprocess
     import sys
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from xml.etree import ElementTree as ET
 
-from tests.conftest import POLICIES
+from tests.conftest import POLICIES, ROOT
 from webhook.check import explain
 
 OBJECTS = POLICIES / "tests" / "objects"
@@ -50,7 +50,7 @@ def test_explain_text_shows_the_documented_mig_choice(cli):
 
 
 def test_explain_puts_failing_rules_first_with_their_action(cli):
-    ns = POLICIES.parent / "examples" / "ci" / "namespaces.yaml"  # ml-research: tier training
+    ns = ROOT / "examples" / "ci" / "namespaces.yaml"  # ml-research: tier training
     run = cli("check", OBJECTS / "train-qwen.yaml", "-n", "ml-research", "--namespaces", ns, "--explain")
     block = run.out.split("Job/train-qwen", 3)[2]  # the minAvailable-4 document
     rules_at = block.index("rules: ")
@@ -92,7 +92,7 @@ def test_waste_lines_and_summary(tmp_path, cli):
 
 
 def test_waste_for_undeclared_and_denied(cli):
-    ns = POLICIES.parent / "examples" / "ci" / "namespaces.yaml"  # ml-research: tier training
+    ns = ROOT / "examples" / "ci" / "namespaces.yaml"  # ml-research: tier training
     run = cli("check", OBJECTS / "train-qwen.yaml", "-n", "ml-research", "--namespaces", ns)
     first, denied = run.out.split("Job/train-qwen")[1:3]
     assert (

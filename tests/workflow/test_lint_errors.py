@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from tests.conftest import POLICIES
 from tests.workflow.conftest import DEFAULT_POLICY, line_of, write_policy
 
 # (name, edit of default.yaml, the line the error must point at, text the output must contain)
@@ -115,7 +116,7 @@ def test_errors_across_files_point_at_the_right_file(tmp_path, cli):
 
 
 def test_clean_default_policy(cli):
-    run = cli("policy", "lint", "policies")
+    run = cli("policy", "lint", POLICIES)
     assert run.code == 0, run.out
     assert run.out.strip().endswith("0 errors, 0 warning(s): the policy loads")
 

@@ -59,7 +59,7 @@ def case(name: str, expect: str, extra: str = "") -> str:
 
 
 def test_shipped_suite_passes_with_full_coverage(cli):
-    run = cli("policy", "test", "policies", "--require-coverage")
+    run = cli("policy", "test", POLICIES, "--require-coverage")
     assert run.code == 0, run.out + run.err
     assert "--- FAIL" not in run.out and "--- PASS: default-policy/chapter MIG pod" in run.out
     assert "  rules   " in run.out and "not covered" not in run.out
@@ -78,7 +78,7 @@ def test_every_rule_is_expected_to_fire_somewhere():
 
 
 def test_shipped_suite_covers_every_class_and_pool(cli):
-    report = json.loads(cli("policy", "test", "policies", "--coverage", "-o", "json").out)
+    report = json.loads(cli("policy", "test", POLICIES, "--coverage", "-o", "json").out)
     (cov,) = report["coverage"]
     policy = yaml.safe_load((POLICIES / "default.yaml").read_text(encoding="utf-8"))["spec"]
     assert set(cov["classes"]) == set(policy["classes"]) and all(cov["classes"].values())
@@ -87,7 +87,7 @@ def test_shipped_suite_covers_every_class_and_pool(cli):
 
 
 def test_chapter_cases(cli):
-    run = cli("policy", "test", "policies", "--run", "chapter", "-o", "json")
+    run = cli("policy", "test", POLICIES, "--run", "chapter", "-o", "json")
     cases = {c["name"]: c for c in json.loads(run.out)["suites"][0]["cases"]}
     mig = cases["chapter MIG pod passes with a raw-gpu-request warning"]["decision"]
     assert mig["allowed"] and mig["rules"] == ["raw-gpu-request"] and mig["warnings"]

@@ -26,7 +26,7 @@ def validator() -> jsonschema.Draft202012Validator:
 
 def test_committed_schema_is_in_sync_with_the_model(cli):
     assert SCHEMA_FILE.read_text(encoding="utf-8") == render_schema(), (
-        "policies/schema.json is stale: gpu-admission policy schema > policies/schema.json"
+        "the shipped schema is stale: gpu-admission policy schema > webhook/policy/scaffold/schema.json"
     )
     assert cli("policy", "schema").out == render_schema()
     assert cli("policy", "schema", "--check", SCHEMA_FILE).code == 0

@@ -14,6 +14,8 @@ from webhook.check.inputs import read_sources
 from webhook.check.old import OldError, read_old
 from webhook.check.progress import Progress
 from webhook.check.runner import Namespaces, check_sources
+from webhook.cli.policy_dir import HELP as POLICY_HELP
+from webhook.cli.policy_dir import default_policy_dir
 from webhook.namespace_labels import read_namespace_file
 from webhook.policy import PolicyError, load_policy
 
@@ -29,7 +31,9 @@ def register(sub: Any) -> None:
         "error or nothing to check.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
-    p.add_argument("--policy", default="policies", metavar="DIR", help="policy directory (default: policies)")
+    p.add_argument(
+        "--policy", default=default_policy_dir(), metavar="DIR", help=f"policy directory (default: {POLICY_HELP})"
+    )
     p.add_argument(
         "--namespace",
         "-n",

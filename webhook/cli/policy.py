@@ -20,6 +20,9 @@ from io import StringIO
 from pathlib import Path
 from typing import Any
 
+from webhook.cli.policy_dir import HELP as POLICY_HELP
+from webhook.cli.policy_dir import default_policy_dir
+
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 
 
@@ -40,7 +43,9 @@ def register(sub: Any) -> None:
         "Exit 0 clean (warnings allowed unless --strict), 1 errors (or warnings with --strict), "
         "2 unreadable directory.",
     )
-    lint.add_argument("dir", nargs="?", default="policies", metavar="DIR", help="policy directory (default: policies)")
+    lint.add_argument(
+        "dir", nargs="?", default=default_policy_dir(), metavar="DIR", help=f"policy directory (default: {POLICY_HELP})"
+    )
     lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     lint.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
     lint.set_defaults(handler=run_lint)
@@ -54,9 +59,9 @@ def register(sub: Any) -> None:
     test.add_argument(
         "paths",
         nargs="*",
-        default=["policies"],
+        default=[default_policy_dir()],
         metavar="PATH",
-        help="policy directories (suites under PATH/tests/) or suite files (default: policies)",
+        help=f"policy directories (suites under PATH/tests/) or suite files (default: {POLICY_HELP})",
     )
     test.add_argument("--policy", metavar="DIR", help="test this policy directory instead of each suite's own")
     test.add_argument("--run", metavar="REGEX", help="only cases whose 'suite/case' name matches REGEX")
@@ -111,7 +116,7 @@ def register(sub: Any) -> None:
         "follow the policy's prefix and GPU resource names. Apply the output after every policy change (the shipped "
         "manifests carry it as manifests/base/rendered.yaml). Exit 0 rendered, 2 the policy does not load.",
     )
-    render.add_argument("dir", nargs="?", default=None, metavar="DIR", help="policy directory (default: policies)")
+    render.add_argument("dir", nargs="?", metavar="DIR", help=f"policy directory (default: {POLICY_HELP})")
     render.add_argument("--policy", dest="policy_dir", metavar="DIR", help="policy directory (same as DIR)")
     render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     render.add_argument(
@@ -151,7 +156,8 @@ def register(sub: Any) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    """Copy the packaged scaffold (a copy of the repository's policies/, kept equal by a test)."""
+    """Copy the packaged scaffold: the product's shipped default policy, its schema and its test suite
+    (the policy the product's own tests judge; a platform team's copy is theirs to change)."""
     from importlib.resources import as_file, files
 
     target = Path(args.dir)
@@ -334,7 +340,7 @@ def run_render(args: argparse.Namespace) -> int:
             file=err,
         )
         return EXIT_UNUSABLE
-    directory = args.dir or args.policy_dir or "policies"
+    directory = args.dir or args.policy_dir or default_policy_dir()
     for cidr in args.control_plane_cidr:
         try:
             ipaddress.ip_network(cidr, strict=False)

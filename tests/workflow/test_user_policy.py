@@ -1,0 +1,124 @@
+"""The platform team's own policy: the repository's ``policies/`` and ``manifests/base/rendered.yaml``.
+
+These are the only tests that read ``policies/``. They check what the docs ask of a policy change
+(lint, its own PolicyTest suites, a current ``schema.json``, a re-rendered ``rendered.yaml``), so they
+stay green after any change made the documented way, and say which command to run when not. Every
+other test judges the product on the shipped default (the packaged copy) or on policies of its own.
+
+The newcomer test below makes such a change on a copy (a pool, a class, its PriorityClass and an
+entitlement, then a re-render) and runs the same checks, which is what keeps CI green for a team
+that keeps its policy in this repository.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import yaml
+
+from tests.conftest import DEFAULT_POLICY_DIR, RENDERED, ROOT, USER_POLICIES
+from tests.deploy.conftest import render_policy
+from webhook.policy.schema import render_schema
+
+
+def user_policy_problems(cli, policy_dir: Path, rendered: Path) -> list[str]:
+    """What is wrong with a platform team's policy directory and its rendered manifest, each with the
+    command that fixes it (an empty list: CI stays green)."""
+    problems = []
+    lint = cli("policy", "lint", policy_dir)
+    if lint.code != 0:
+        problems.append(f"gpu-admission policy lint {policy_dir} fails:\n{lint.out}{lint.err}")
+    if (policy_dir / "tests").is_dir():
+        run = cli("policy", "test", policy_dir)
+        if run.code != 0:
+            problems.append(f"gpu-admission policy test {policy_dir} fails:\n{run.out}{run.err}")
+    schema = policy_dir / "schema.json"
+    if schema.is_file() and schema.read_text(encoding="utf-8") != render_schema():
+        problems.append(f"{schema} is stale: gpu-admission policy schema > {schema}")
+    if rendered.read_text(encoding="utf-8") != render_policy(policy_dir):
+        problems.append(f"{rendered} is stale: gpu-admission policy render {policy_dir} > {rendered}")
+    return problems
+
+
+def test_the_repositorys_policy_is_linted_tested_and_rendered(cli):
+    assert user_policy_problems(cli, USER_POLICIES, RENDERED) == []
+
+
+def test_a_stale_render_is_reported_with_the_command_that_fixes_it(cli, tmp_path):
+    policy = tmp_path / "policies"
+    shutil.copytree(DEFAULT_POLICY_DIR, policy)
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(render_policy(policy).replace("value: 100000", "value: 1"), encoding="utf-8")
+    (problem,) = user_policy_problems(cli, policy, rendered)
+    assert problem == f"{rendered} is stale: gpu-admission policy render {policy} > {rendered}"
+
+
+def _add_a_pool_and_a_class(policy_dir: Path) -> None:
+    """The change docs/policy.md walks through: a new pool, a class on it, the PriorityClass the class
+    names, and a labelled namespace entitled to it (first, since the first matching rule wins)."""
+    path = policy_dir / "default.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    spec = doc["spec"]
+    spec["pools"]["infer-l40s"] = {
+        "description": "L40S inference nodes, whole cards",
+        "gpuModel": "L40S",
+        "gpusPerNode": 4,
+        "nodes": 2,
+        "nodeSelector": {"workload": "gpu-l40s"},
+        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "isolation": ["exclusive"],
+    }
+    spec["classes"]["research"] = {
+        "description": "research notebooks on whole L40S cards",
+        "pools": ["infer-l40s"],
+        "isolation": {"default": "exclusive", "allowed": ["exclusive"]},
+        "maxGPUs": 2,
+        "priorityClassName": "gpu-research",
+    }
+    spec["priorityClasses"]["gpu-research"] = {"value": 20000, "description": "research notebooks"}
+    research = {"matchLabels": {"gpu-admission.io/tier": "research"}}
+    spec["namespaces"].insert(0, {"name": "research", "selector": research, "classes": ["research"]})
+    path.write_text("# yaml-language-server: $schema=./schema.json\n" + yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_a_newcomers_policy_change_keeps_ci_green(cli, tmp_path):
+    """Copy the repository's policy files, edit them as documented, re-render with the documented
+    command: the checks on the team's policy pass, and the new class really works."""
+    policy = tmp_path / "policies"
+    shutil.copytree(USER_POLICIES, policy)
+    rendered = tmp_path / "rendered.yaml"
+    _add_a_pool_and_a_class(policy)
+    (stale,) = user_policy_problems(cli, policy, RENDERED)  # the edit alone: rendered.yaml is now stale
+    assert stale.startswith(f"{RENDERED} is stale: gpu-admission policy render {policy} > ")
+    render = cli("policy", "render", policy)
+    assert render.code == 0, render.err
+    rendered.write_text(render.out, encoding="utf-8")
+    assert "name: gpu-research" in render.out
+    assert user_policy_problems(cli, policy, rendered) == []
+    pod = tmp_path / "pod.yaml"
+    pod.write_text(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nb\n  labels: {gpu-admission.io/workload: research}\n"
+        "spec:\n  containers: [{name: nb, image: jupyter}]\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "ns.yaml").write_text(
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: lab\n  labels: {gpu-admission.io/tier: research}\n",
+        encoding="utf-8",
+    )
+    check = cli("check", pod, "--policy", policy, "--namespace", "lab", "--context", tmp_path / "ns.yaml", "--explain")
+    assert check.code == 0, check.out + check.err
+    assert "pool infer-l40s: taken" in check.out
+
+
+def test_no_product_test_reads_the_repositorys_policy_directory():
+    """A product test that reads policies/ breaks when the platform team edits it: product tests take
+    the shipped default from tests.conftest (POLICIES / DEFAULT_POLICY_DIR)."""
+    reads = re.compile(r"""(ROOT|parents\[\d\])\s*/\s*["']policies["']|Path\(["']policies\b|USER_POLICIES""")
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path.name not in ("conftest.py", "test_user_policy.py") and reads.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
