@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from webhook.engine.intent import Intent
+from webhook.policy import sizes
 from webhook.policy.compiled import CompiledPool, Policy, Profile
-from webhook.policy.dra import PlatformTemplate
+from webhook.policy.dra import PlatformTemplate, memory_quantity
 from webhook.policy.model import Entitlement, Isolation, SharingProvider, WorkloadClass
-from webhook.quantity import GIB, MIB, ceil_div, format_bytes, parse_quantity
+from webhook.quantity import GIB, MIB, format_bytes, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,9 @@ class Resolution:
     cls_name: str = ""
     claim: PlatformTemplate | None = None  # DRA pools: the platform's template the pod's claim names
     claim_name: str = ""  # the pod resource claim's name
+    profile: Profile | None = None  # MIG: the profile chosen (with its instances per GPU on the pool)
+    pod_labels: dict[str, str] = field(default_factory=dict)  # labels the stack reads (ACK multi-card sharing)
+    shared_card: bool = False  # time-slicing: the pod shares a whole card, its memory is not isolated
 
 
 @dataclass(slots=True)
@@ -116,12 +120,12 @@ def resolve(
             f"isolation {isolation.value} ({'intent' if intent.isolation is not None else 'class default'})"
             + (f", gpu-memory {format_bytes(memory)} ({memory_source})" if memory is not None else "")
         )
-    if isolation in (Isolation.MIG, Isolation.SHARED) and intent.gpus > 1 and intent.adopted_from is None:
+    if isolation is Isolation.MIG and intent.gpus > 1 and intent.adopted_from is None:
         return Failure(
             "intent-invalid",
             intent.paths.get(policy.keys.gpus, intent.class_path),
-            f"isolation {isolation.value} gives one device slice per pod, but {intent.gpus} GPUs were asked; "
-            "use isolation exclusive for several whole GPUs",
+            f"isolation mig gives one MIG device per pod (a container sees only one), but {intent.gpus} GPUs "
+            "were asked; use isolation exclusive for several whole GPUs",
         )
     wants_rdma = intent.rdma if intent.rdma is not None else cls.rdma
     candidates = cls.pools
@@ -195,18 +199,26 @@ def _misfit(
             )
     if intent.gpus > spec.gpus_per_node:
         return Reason("gpu-count-exceeded", f"{intent.gpus} GPUs per pod > {spec.gpus_per_node} per node")
+    if isolation is Isolation.SHARED and intent.gpus > 1 and intent.adopted_from is None:
+        several = _several_shared(pool)
+        if several is not None:
+            return Reason("intent-invalid", several)
     if memory is not None:
         if isolation is Isolation.MIG:
             if pool.smallest_profile(memory) is None:
+                largest = max((p for p in pool.profiles if p.plain), key=lambda p: p.memory, default=None)
+                held = f"largest {largest.name}: {memory_quantity(largest.memory)}" if largest else "no plain profile"
                 return Reason(
                     "gpu-memory-exceeded",
-                    f"no MIG profile of {spec.gpu_model} holds {format_bytes(memory)} "
-                    f"(largest {format_bytes(pool.largest_slice)})",
+                    f"no MIG profile on the pool's {spec.gpu_model} nodes holds {format_bytes(memory)} ({held}); "
+                    f"ask for at most {memory_quantity(largest.memory) if largest else '0'}",
                 )
-        elif memory > pool.gpu.memory:
+        elif memory > (cap := sizes.capacity(spec, pool.gpu.memory, isolation)).bytes:
             return Reason(
                 "gpu-memory-exceeded",
-                f"{format_bytes(memory)} exceeds the {format_bytes(pool.gpu.memory)} of a {spec.gpu_model}",
+                f"{format_bytes(memory)} exceeds what a {spec.gpu_model} of the pool gives one pod: at most "
+                f"{cap.text}, the memory its nodes report, not the {format_bytes(pool.gpu.nominal)} of the name; "
+                f"ask for at most {memory_quantity(cap.bytes)}",
             )
         elif isolation is Isolation.SHARED and _dra_class(pool, isolation) is not None:
             largest = policy.dra.largest_slice(pool.name)
@@ -229,6 +241,32 @@ def _misfit(
             f"isolation {isolation.value} is sized by {policy.keys.gpu_memory}, which is not set",
         )
     return None
+
+
+def _several_shared(pool: CompiledPool) -> str | None:
+    """Why the pool cannot give one pod shares of several cards (``None``: its stack can).
+
+    HAMi (``nvidia.com/gpu: N`` with ``nvidia.com/gpumem`` per card), Volcano vGPU
+    (``volcano.sh/vgpu-number: N``, ``vgpu-memory`` per vGPU) and ACK cGPU multi-card sharing (pod label
+    ``aliyun.com/gpu-count: N``, ``aliyun.com/gpu-mem`` the total, an equal share of each card) do."""
+    spec = pool.spec
+    if spec.dra is not None and Isolation.SHARED in spec.dra.device_classes:
+        return "the pool's DRA template gives one shared device per claim; use isolation exclusive for several cards"
+    if spec.sharing is None or spec.sharing.provider in (
+        SharingProvider.HAMI,
+        SharingProvider.VOLCANO_VGPU,
+        SharingProvider.ALIYUN_CGPU,
+    ):
+        return None
+    if spec.sharing.provider is SharingProvider.TIME_SLICING:
+        return (
+            "a time-sliced replica is access to one card and a request for more gives no more compute (device "
+            "plugin); ask for 1, or use isolation exclusive for several whole GPUs"
+        )
+    return (
+        f"{spec.sharing.provider.value} gives a pod a share of one card; ask for 1, or use isolation exclusive "
+        "for several whole GPUs"
+    )
 
 
 def _dra_class(pool: CompiledPool, isolation: Isolation) -> str | None:
@@ -276,6 +314,7 @@ def _dra_backend(
         device_name=device_name,
         claim=template,
         claim_name=spec.dra.claim_name,
+        profile=pool.smallest_profile(memory) if isolation is Isolation.MIG and memory is not None else None,
     )
 
 
@@ -288,7 +327,10 @@ def _backend(
     spec = pool.spec
     selector = dict(spec.node_selector)
     resources: dict[str, str]
+    labels: dict[str, str] = {}
+    shared_card = False
     device_bytes, device_name = pool.gpu.memory, f"whole {spec.gpu_model}"
+    profile: Profile | None = None
     if intent.adopted_from is not None:
         resources = {}
         why = f"resources kept as written (raw request adopted into pool {pool.name})"
@@ -297,7 +339,7 @@ def _backend(
         why = f"exclusive: {intent.gpus} x whole {spec.gpu_model} -> nvidia.com/gpu: {intent.gpus}"
     elif isolation is Isolation.MIG:
         assert spec.mig is not None
-        profile: Profile | None = pool.smallest_profile(memory) if memory is not None else None
+        profile = pool.smallest_profile(memory) if memory is not None else None
         assert profile is not None
         device_bytes, device_name = profile.memory, f"MIG {profile.name} of {spec.gpu_model}"
         wanted = format_bytes(memory) if memory is not None else "?"
@@ -317,31 +359,41 @@ def _backend(
         provider = spec.sharing.provider
         mem = memory if memory is not None else Fraction(pool.gpu.memory)
         device_name = f"{provider.value} slice of {spec.gpu_model}"
+        n = intent.gpus
+        cards = f" per card x {n} cards" if n > 1 else ""
         if provider is SharingProvider.ALIYUN_CGPU:
-            gib = ceil_div(mem, GIB)
-            resources = {"aliyun.com/gpu-mem": str(gib)}
+            gib = sizes.units(spec, mem)
+            resources = {"aliyun.com/gpu-mem": str(gib * n)}
             device_bytes = gib * GIB
-            why = f"{format_bytes(mem)} shared via cGPU -> aliyun.com/gpu-mem: {gib} (GiB, rounded up)"
+            why = f"{format_bytes(mem)} shared via cGPU -> aliyun.com/gpu-mem: {gib * n} (GiB, rounded up{cards})"
+            if n > 1:
+                labels = {"aliyun.com/gpu-count": str(n)}
+                why += f", pod label aliyun.com/gpu-count: {n} (ACK multi-card sharing)"
         elif provider is SharingProvider.HAMI:
-            mib = ceil_div(mem, MIB)
-            resources = {"nvidia.com/gpu": str(intent.gpus), "nvidia.com/gpumem": str(mib)}
+            mib = sizes.units(spec, mem)
+            resources = {"nvidia.com/gpu": str(n), "nvidia.com/gpumem": str(mib)}
             if spec.sharing.cores is not None:
                 resources["nvidia.com/gpucores"] = str(spec.sharing.cores)
             device_bytes = mib * MIB
-            why = f"{format_bytes(mem)} shared via HAMi -> nvidia.com/gpumem: {mib} (MiB)"
+            why = f"{format_bytes(mem)} shared via HAMi -> nvidia.com/gpu: {n}, nvidia.com/gpumem: {mib} (MiB per card)"
         elif provider is SharingProvider.VOLCANO_VGPU:
-            mib = ceil_div(mem, MIB)
-            resources = {"volcano.sh/vgpu-number": str(intent.gpus), "volcano.sh/vgpu-memory": str(mib)}
+            mib = sizes.units(spec, mem)
+            resources = {"volcano.sh/vgpu-number": str(n), "volcano.sh/vgpu-memory": str(mib)}
             device_bytes = mib * MIB
-            why = f"{format_bytes(mem)} shared via Volcano vGPU -> volcano.sh/vgpu-memory: {mib} (MiB)"
+            why = (
+                f"{format_bytes(mem)} shared via Volcano vGPU -> volcano.sh/vgpu-number: {n}, "
+                f"volcano.sh/vgpu-memory: {mib} (MiB per vGPU)"
+            )
         elif provider is SharingProvider.TENCENT_QGPU:
-            gib = ceil_div(mem, GIB)
+            gib = sizes.units(spec, mem)
             resources = {"tke.cloud.tencent.com/qgpu-memory": str(gib)}
             device_bytes = gib * GIB
             why = f"{format_bytes(mem)} shared via qGPU -> tke.cloud.tencent.com/qgpu-memory: {gib} (GiB)"
         else:
             name = "nvidia.com/gpu.shared" if spec.sharing.renamed else "nvidia.com/gpu"
             resources = {name: "1"}
+            shared_card = True
+            device_name = f"time-sliced {spec.gpu_model}"
             why = f"time-sliced {spec.gpu_model} -> {name}: 1 (access to a shared card, not a share of it)"
     return Resolution(
         cls=None,  # type: ignore[arg-type]  # filled in by resolve()
@@ -354,4 +406,7 @@ def _backend(
         rdma=False,
         device_bytes=device_bytes,
         device_name=device_name,
+        profile=profile if isolation is Isolation.MIG and intent.adopted_from is None else None,
+        pod_labels=labels,
+        shared_card=shared_card,
     )

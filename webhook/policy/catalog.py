@@ -1,118 +1,29 @@
-"""Built-in catalogs: GPU models (memory, GFD product label, MIG profiles) and DRA device classes.
+"""Built-in catalogs: GPU models (memory as nodes report it, GFD product label, MIG profiles and
+mig-parted layouts) and DRA device classes.
 
-Facts from NVIDIA's MIG user guide and mig-parted (see docs/policy.md for sources). A policy may
+The GPU models are shipped data (``gpu_models.yaml``), each number with its source: nominal sizes
+are not what nodes advertise, and a pod sized by them stays Pending. A policy may
 override any entry or add models under ``spec.gpuModels``. Profile names keep NVIDIA's spelling
 (``1g.10gb+me``); the device plugin's resource name replaces ``+`` with ``.`` (``mig-1g.10gb.me``).
 """
 
 from __future__ import annotations
 
+from importlib import resources
+
+import yaml
+
 GIB = 1024**3
 
-# model -> (memory GiB, nvidia.com/gpu.product value (SXM variant), ((profile, max instances), ...))
-BUILTIN_GPU_MODELS: dict[str, dict[str, object]] = {
-    "A30": {
-        "memory": "24Gi",
-        "product": "NVIDIA-A30",
-        "mig": [["1g.6gb", 4], ["1g.6gb+me", 1], ["2g.12gb", 2], ["2g.12gb+me", 1], ["4g.24gb", 1]],
-    },
-    "A100-40GB": {
-        "memory": "40Gi",
-        "product": "NVIDIA-A100-SXM4-40GB",
-        "mig": [
-            ["1g.5gb", 7],
-            ["1g.5gb+me", 1],
-            ["1g.10gb", 4],
-            ["2g.10gb", 3],
-            ["3g.20gb", 2],
-            ["4g.20gb", 1],
-            ["7g.40gb", 1],
-        ],
-    },
-    "A100-80GB": {
-        "memory": "80Gi",
-        "product": "NVIDIA-A100-SXM4-80GB",
-        "mig": [
-            ["1g.10gb", 7],
-            ["1g.10gb+me", 1],
-            ["1g.20gb", 4],
-            ["2g.20gb", 3],
-            ["3g.40gb", 2],
-            ["4g.40gb", 1],
-            ["7g.80gb", 1],
-        ],
-    },
-    "H100-80GB": {
-        "memory": "80Gi",
-        "product": "NVIDIA-H100-80GB-HBM3",
-        "mig": [
-            ["1g.10gb", 7],
-            ["1g.10gb+me", 1],
-            ["1g.20gb", 4],
-            ["2g.20gb", 3],
-            ["3g.40gb", 2],
-            ["4g.40gb", 1],
-            ["7g.80gb", 1],
-        ],
-    },
-    "H100-94GB": {
-        "memory": "94Gi",
-        "product": "NVIDIA-H100-NVL",
-        "mig": [
-            ["1g.12gb", 7],
-            ["1g.12gb+me", 1],
-            ["1g.24gb", 4],
-            ["2g.24gb", 3],
-            ["3g.47gb", 2],
-            ["4g.47gb", 1],
-            ["7g.94gb", 1],
-        ],
-    },
-    "H200-141GB": {
-        "memory": "141Gi",
-        "product": "NVIDIA-H200",
-        "mig": [
-            ["1g.18gb", 7],
-            ["1g.18gb+me", 1],
-            ["1g.35gb", 4],
-            ["2g.35gb", 3],
-            ["3g.71gb", 2],
-            ["4g.71gb", 1],
-            ["7g.141gb", 1],
-        ],
-    },
-    "GH200-96GB": {
-        "memory": "96Gi",
-        "product": "NVIDIA-GH200-480GB",
-        "mig": [
-            ["1g.12gb", 7],
-            ["1g.12gb+me", 1],
-            ["1g.24gb", 4],
-            ["2g.24gb", 3],
-            ["3g.48gb", 2],
-            ["4g.48gb", 1],
-            ["7g.96gb", 1],
-        ],
-    },
-    "B200": {
-        "memory": "180Gi",
-        "product": "NVIDIA-B200",
-        "mig": [
-            ["1g.23gb", 7],
-            ["1g.23gb+me", 1],
-            ["1g.45gb", 4],
-            ["2g.45gb", 3],
-            ["3g.90gb", 2],
-            ["4g.90gb", 1],
-            ["7g.180gb", 1],
-        ],
-    },
-    # Cards without MIG that platforms commonly pool for sharing or development.
-    "T4": {"memory": "16Gi", "product": "Tesla-T4", "mig": []},
-    "L4": {"memory": "24Gi", "product": "NVIDIA-L4", "mig": []},
-    "A10": {"memory": "24Gi", "product": "NVIDIA-A10", "mig": []},
-    "L40S": {"memory": "48Gi", "product": "NVIDIA-L40S", "mig": []},
-}
+
+def _load_models() -> dict[str, dict[str, object]]:
+    """The shipped catalog (``gpu_models.yaml``): every number there names its source."""
+    text = resources.files("webhook.policy").joinpath("gpu_models.yaml").read_text(encoding="utf-8")
+    return dict(yaml.safe_load(text)["models"])
+
+
+# model -> {memory, usableMemory, product, mig: [[profile, max, usable memory], ...], layouts, sources}
+BUILTIN_GPU_MODELS: dict[str, dict[str, object]] = _load_models()
 
 
 # --- DRA device classes ------------------------------------------------------------------------------

@@ -39,9 +39,10 @@ T = TypeVar("T")
 class Profile:
     name: str
     resource: str
-    memory: int  # bytes
+    memory: int  # bytes usable in the GPU instance (nvidia-smi mig -lgip), not the name's number
     slices: int
     max: int
+    per_gpu: int = 0  # instances per GPU on a pool's nodes (its geometry); 0 in the model's own list
 
     @property
     def plain(self) -> bool:
@@ -52,9 +53,11 @@ class Profile:
 @dataclass(frozen=True, slots=True)
 class CompiledModel:
     name: str
-    memory: int  # bytes
+    memory: int  # bytes per card as nodes report it (GFD nvidia.com/gpu.memory): what requests must fit
     product: str | None
     profiles: tuple[Profile, ...]
+    nominal: int = 0  # bytes in the product name (40Gi for an A100-40GB)
+    layouts: dict[str, dict[str, int]] = field(default_factory=dict)  # mig-parted config -> profile: count
 
     @classmethod
     def build(cls, name: str, model: GPUModel) -> CompiledModel:
@@ -62,13 +65,35 @@ class CompiledModel:
             Profile(
                 name=p.name,
                 resource=mig_resource_name(p.name),
-                memory=mig_profile_memory_gib(p.name) * GIB,
+                memory=int(parse_quantity(p.memory)) if p.memory is not None else mig_profile_memory_gib(p.name) * GIB,
                 slices=mig_profile_slices(p.name),
                 max=p.max,
             )
             for p in model.mig
         )
-        return cls(name, int(parse_quantity(model.memory)), model.product, profiles)
+        nominal = int(parse_quantity(model.memory))
+        usable = int(parse_quantity(model.usable_memory)) if model.usable_memory is not None else nominal
+        return cls(name, usable, model.product, profiles, nominal, {k: dict(v) for k, v in model.layouts.items()})
+
+    def geometry(self, pool: Pool) -> tuple[Profile, ...]:
+        """The profiles a pool's nodes carry, each with its instances per GPU, smallest memory first.
+
+        A layout names a mig-parted config; profiles with counts are taken as written; a plain list
+        (or no geometry at all) means each profile up to the model's maximum."""
+        mig = pool.mig
+        if mig is None:
+            return ()
+        by_name = {p.name: p for p in self.profiles}
+        if mig.layout is not None:
+            counts = self.layouts.get(mig.layout, {})
+        elif isinstance(mig.profiles, dict):
+            counts = dict(mig.profiles)
+        elif mig.profiles is not None:
+            counts = {n: by_name[n].max for n in mig.profiles if n in by_name}
+        else:
+            counts = {p.name: p.max for p in self.profiles}
+        chosen = [replace(by_name[n], per_gpu=c) for n, c in counts.items() if n in by_name and c > 0]
+        return tuple(sorted(chosen, key=lambda p: (p.memory, p.slices)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,13 +311,7 @@ class Policy:
         pools: dict[str, CompiledPool] = {}
         for name, pool in spec.pools.items():
             gpu = models[pool.gpu_model]
-            offered = gpu.profiles
-            if pool.mig is not None and pool.mig.profiles is not None:
-                wanted = set(pool.mig.profiles)
-                offered = tuple(p for p in offered if p.name in wanted)
-            if pool.mig is None:
-                offered = ()
-            offered = tuple(sorted(offered, key=lambda p: (p.memory, p.slices)))
+            offered = gpu.geometry(pool)
             shm = pool.rdma.shm_size if pool.rdma is not None else None
             pools[name] = CompiledPool(
                 name=name,

@@ -294,6 +294,14 @@ def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> 
         **{k: [p[0] for p in v["mig"]] for k, v in BUILTIN_GPU_MODELS.items()},  # type: ignore[index, union-attr]
         **{k: [p.name for p in m.mig] for k, m in spec.gpu_models.items()},
     }
+    maxima = {
+        **{k: {p[0]: p[1] for p in v["mig"]} for k, v in BUILTIN_GPU_MODELS.items()},  # type: ignore[index, union-attr]
+        **{k: {p.name: p.max for p in m.mig} for k, m in spec.gpu_models.items()},
+    }
+    layouts: dict[str, dict[str, Any]] = {
+        **{k: dict(v.get("layouts") or {}) for k, v in BUILTIN_GPU_MODELS.items()},  # type: ignore[union-attr]
+        **{k: dict(m.layouts) for k, m in spec.gpu_models.items()},
+    }
 
     def near(word: str, options: Iterable[str]) -> str:
         match = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
@@ -338,16 +346,39 @@ def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> 
                         "remove the mig section or pick a MIG-capable model",
                     )
                 )
-            for i, profile in enumerate(pool.mig.profiles or ()):
+            written = pool.mig.profiles or ()
+            for i, profile in enumerate(written):
+                where: tuple[Any, ...] = ("pools", name, "mig", "profiles", profile if isinstance(written, dict) else i)
                 if profile not in offered:
                     issues.append(
                         _issue_at(
                             merge,
-                            ("pools", name, "mig", "profiles", i),
+                            where,
                             f"{pool.gpu_model} has no MIG profile {profile!r}",
                             f"valid: {', '.join(offered)}",
                         )
                     )
+                elif isinstance(written, dict) and written[profile] > maxima[pool.gpu_model][profile]:
+                    issues.append(
+                        _issue_at(
+                            merge,
+                            where,
+                            f"{written[profile]} x {profile} per GPU: a {pool.gpu_model} holds at most "
+                            f"{maxima[pool.gpu_model][profile]}",
+                            f"lower it to {maxima[pool.gpu_model][profile]}",
+                        )
+                    )
+            known = layouts.get(pool.gpu_model, {})
+            if pool.mig.layout is not None and pool.mig.layout not in known:
+                issues.append(
+                    _issue_at(
+                        merge,
+                        ("pools", name, "mig", "layout"),
+                        f"{pool.gpu_model} has no mig-parted layout {pool.mig.layout!r}",
+                        (f"{near(pool.mig.layout, known)}" if known else "the model lists no layouts")
+                        + "; or write the profiles with their counts (mig.profiles: {1g.5gb: 2, ...})",
+                    )
+                )
         if pool.adopt_as is not None and pool.adopt_as not in spec.classes:
             issues.append(
                 _issue_at(

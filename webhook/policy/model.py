@@ -114,6 +114,11 @@ class MigProfile(Model):
 
     name: str
     max: int = Field(1, ge=1, le=8)
+    memory: Quantity | None = Field(
+        None,
+        description="usable memory of the GPU instance as `nvidia-smi mig -lgip` lists it "
+        "(default: the number in the name, in GiB)",
+    )
 
     @field_validator("name")
     @classmethod
@@ -124,18 +129,29 @@ class MigProfile(Model):
 
 
 class GPUModel(Model):
-    memory: Quantity
+    memory: Quantity = Field(..., description="nominal memory per card (the size in the product name)")
+    usable_memory: Quantity | None = Field(
+        None,
+        description="memory per card as nodes report it (GFD `nvidia.com/gpu.memory`, MiB); default: memory",
+    )
     product: str | None = Field(None, description="GFD `nvidia.com/gpu.product` value (single MIG strategy)")
     mig: tuple[MigProfile, ...] = ()
+    layouts: dict[str, dict[str, Annotated[int, Field(ge=0, le=8)]]] = Field(
+        default_factory=dict,
+        description="mig-parted configs (the `nvidia.com/mig.config` label's values) -> profile: instances per GPU",
+    )
+    memory_source: str = Field("", description="where usableMemory comes from (documentation only)")
+    mig_source: str = Field("", description="where the profiles' memory comes from (documentation only)")
 
     @field_validator("mig", mode="before")
     @classmethod
     def _pairs(cls, value: object) -> object:
-        # The built-in catalog writes profiles as [name, max] pairs; policies may write either form.
+        # The built-in catalog writes profiles as [name, max, memory] triples; policies may write
+        # [name, max] pairs or objects.
         if isinstance(value, list):
             return [
-                {"name": item[0], "max": item[1]}
-                if isinstance(item, list | tuple) and len(item) == 2
+                dict(zip(("name", "max", "memory"), item, strict=False))
+                if isinstance(item, list | tuple) and len(item) in (2, 3)
                 else item
                 for item in value
             ]
@@ -213,11 +229,33 @@ class Taint(Model):
 
 
 class MigConfig(Model):
+    """How the pool's cards are partitioned: by a mig-parted layout name or by profiles (with counts).
+
+    Only what is there can be given out: translation, ``mig-profile-unavailable``, the gang capacity
+    check, the waste report and DRA templates read the pool's geometry, never the model's full list."""
+
     strategy: Literal["mixed", "single"] = "mixed"
-    profiles: tuple[str, ...] | None = Field(
+    layout: str | None = Field(
         None,
-        description="profiles the pool's nodes are partitioned into; default: every profile of the model",
+        description="the mig-parted config the nodes run (their `nvidia.com/mig.config` label), e.g. all-balanced",
     )
+    profiles: tuple[str, ...] | dict[str, Annotated[int, Field(ge=1, le=8)]] | None = Field(
+        None,
+        description="profiles the pool's nodes are partitioned into, as a list or as profile: instances per GPU; "
+        "default (no layout either): every profile of the model",
+    )
+
+    @model_validator(mode="after")
+    def _one_geometry(self) -> MigConfig:
+        if self.layout is not None and self.profiles is not None:
+            raise ValueError("set either layout (a mig-parted config name) or profiles, not both")
+        return self
+
+    def counts(self) -> dict[str, int] | None:
+        """profile -> instances per GPU as written (a plain list gives ``None`` counts: see the model's max)."""
+        if isinstance(self.profiles, dict):
+            return dict(self.profiles)
+        return None
 
 
 class SharingConfig(Model):
@@ -584,7 +622,7 @@ class PolicyDocument(Model):
 
 
 def mig_profile_memory_gib(profile: str) -> int:
-    """``3g.40gb+me`` -> 40: the number NVIDIA prints is the usable memory in (rounded) GB/GiB."""
+    """``3g.40gb+me`` -> 40: the number in the name (nominal; the catalog's ``memory`` is what is usable)."""
     match = _MIG_PROFILE.match(profile)
     if not match:
         raise ValueError(profile)

@@ -58,3 +58,7 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
             patch.set((*base, "limits", key), value, overwrite=True)
         if isinstance(requests, dict) and key in requests and not _same(requests[key], value):
             patch.set((*base, "requests", key), value, overwrite=True)
+    for key, value in res.pod_labels.items():  # a stack that reads the pod's labels (ACK multi-card sharing)
+        path = (*state.tpl.meta_path, "labels", key)
+        if patch.get(path) != value:
+            patch.set(path, value, overwrite=True)
