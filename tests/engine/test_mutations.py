@@ -44,15 +44,20 @@ def test_exclusive_n_gpus_become_nvidia_gpu_limit(policy):
     assert_valid(out)
 
 
+# The default pool runs mig-parted's all-balanced layout (2 x 1g.5gb, 1 x 2g.10gb, 1 x 3g.20gb per GPU) and a
+# profile holds what `nvidia-smi mig -lgip` lists (1g.5gb 4.75Gi, 2g.10gb 9.625Gi, 3g.20gb 19.5Gi), not the
+# number in its name: 5Gi no longer fits a 1g.5gb, and 6-9Gi get the 2g.10gb the nodes have, not a 1g.10gb.
 @pytest.mark.parametrize(
     ("memory", "resource"),
     [
         ("4Gi", "nvidia.com/mig-1g.5gb"),
-        ("5Gi", "nvidia.com/mig-1g.5gb"),
-        ("6Gi", "nvidia.com/mig-1g.10gb"),  # 1g.10gb and 2g.10gb tie on memory: fewer slices wins
+        ("4864Mi", "nvidia.com/mig-1g.5gb"),  # exactly the 1g.5gb's usable memory
+        ("4865Mi", "nvidia.com/mig-2g.10gb"),
+        ("5Gi", "nvidia.com/mig-2g.10gb"),
+        ("6Gi", "nvidia.com/mig-2g.10gb"),  # all-balanced has no 1g.10gb
         ("4096Mi", "nvidia.com/mig-1g.5gb"),
         ("20G", "nvidia.com/mig-3g.20gb"),  # 20e9 bytes = 18.6Gi
-        ("21Gi", "nvidia.com/mig-7g.40gb"),
+        ("19968Mi", "nvidia.com/mig-3g.20gb"),
     ],
 )
 def test_mig_mixed_picks_smallest_profile_that_holds_the_memory(policy, memory, resource):
@@ -64,10 +69,14 @@ def test_mig_mixed_picks_smallest_profile_that_holds_the_memory(policy, memory, 
     )
 
 
-def test_mig_memory_larger_than_every_profile_is_denied(policy):
-    d = run(policy, pod(intent("inference", gpu_memory="41Gi")))
+@pytest.mark.parametrize("memory", ["20Gi", "21Gi", "41Gi"])
+def test_mig_memory_larger_than_every_profile_is_denied(policy, memory):
+    """Above the largest profile the nodes carry (3g.20gb, 19.5Gi): denied with what fits, never a 7g.40gb
+    the all-balanced nodes do not advertise (the old translation gave one for 21-40Gi)."""
+    d = run(policy, pod(intent("inference", gpu_memory=memory)))
     v = violation(d, "gpu-memory-exceeded")
-    assert "largest 40Gi" in v.message and v.path == "metadata.annotations[gpu-admission.io/gpu-memory]"
+    assert "largest 3g.20gb: 19968Mi" in v.message and "ask for at most 19968Mi" in v.message
+    assert v.path == "metadata.annotations[gpu-admission.io/gpu-memory]"
     assert not d.allowed
 
 

@@ -229,12 +229,12 @@ def test_memory_in_each_vendors_unit_adds_to_the_pod(vendors, case):
         d, _ = admit(vendors, pod(intent(cls, gpu_memory=asked), [container(), container("extra", limits=above)]))
         assert "gpu-memory-exceeded" in rules(d)
         return
-    if cls == "mig":  # 4Gi (asked; 1g.5gb given) + 20Gi = 24Gi: at the maximum; another 5Gi slice is above
+    if cls == "mig":  # 4Gi (asked; 1g.5gb given) + 19.5Gi (a 3g.20gb holds 19968Mi) <= 24Gi; a 1g.5gb more is above
         assert "gpu-memory-exceeded" not in rules(d), [v.render() for v in d.violations]
         more = container("more", limits={"nvidia.com/mig-1g.5gb": "1"})
         d, _ = admit(vendors, pod(intent(cls, gpu_memory=asked), [container(), container("extra", limits=at), more]))
         v = violation(d, "gpu-memory-exceeded")
-        assert "the pod holds 29Gi of GPU memory" in v.message, v.message
+        assert "the pod holds 28.2Gi of GPU memory" in v.message, v.message  # 4 + 19.5 + 4.75 (usable, -lgip)
         return
     assert "gpu-memory-exceeded" not in rules(d), [v.render() for v in d.violations]
     d, _ = admit(vendors, pod(intent(cls, gpu_memory=asked), [container(), container("extra", limits=above)]))
@@ -265,7 +265,7 @@ def test_extra_cgpu_memory_message_says_what_and_how(policy):
     d, _ = admit(policy, pod(intent("dev", gpu_memory="4Gi"), [container(), extra]), labels=SANDBOX)
     v = violation(d, "gpu-memory-exceeded")
     assert "the pod holds 84Gi of GPU memory (4Gi in container 'main', 80Gi in container 'extra')" in v.message
-    assert "maximum of 24Gi" in v.message and "remove the GPU resources of 'extra'" in v.message
+    assert "maximum of 22Gi" in v.message and "remove the GPU resources of 'extra'" in v.message
     assert v.path == "spec.containers[1].resources"
 
 

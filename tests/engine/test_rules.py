@@ -254,7 +254,9 @@ spec:
 
 def test_gpu_memory_above_the_card(policy):
     d = run(policy, pod(intent("dev", gpu_memory="30Gi")))
-    assert "exceeds the 24Gi of a A10" in violation(d, "gpu-memory-exceeded").message
+    # an A10 reports 23028Mi; gpushare advertises floor(23028 / 1024) = 22 GiB per card, not the name's 24
+    message = violation(d, "gpu-memory-exceeded").message
+    assert "at most 22Gi (aliyun.com/gpu-mem: 22 per card)" in message and "ask for at most 22Gi" in message
 
 
 # --- gang-required / gang-incomplete / gang-unschedulable ---------------------------------------------------

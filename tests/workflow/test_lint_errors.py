@@ -31,7 +31,7 @@ BROKEN = [
     ),
     (
         "MIG profile the GPU model does not offer",
-        ("mig: {strategy: mixed}", "mig: {strategy: mixed, profiles: [1g.5gb, 1g.6gb]}"),
+        ("mig: {strategy: mixed, layout: all-balanced}", "mig: {strategy: mixed, profiles: [1g.5gb, 1g.6gb]}"),
         "profiles: [1g.5gb, 1g.6gb]",
         "spec.pools.infer-a100.mig.profiles[1]: A100-40GB has no MIG profile '1g.6gb' (hint: valid: 1g.5gb,",
     ),
@@ -58,6 +58,25 @@ BROKEN = [
         ("      nodes: 4\n", "      nodes: 4\n      nodes: 5\n"),
         "nodes: 5",
         "spec.pools.dev-cgpu.nodes: duplicate key (hint: keep one of them)",
+    ),
+    (
+        "MIG layout the GPU model does not have",
+        ("layout: all-balanced}", "layout: all-balancd}"),
+        "layout: all-balancd",
+        "spec.pools.infer-a100.mig.layout: A100-40GB has no mig-parted layout 'all-balancd' "
+        "(hint: did you mean 'all-balanced'?",
+    ),
+    (
+        "more instances of a profile than a GPU holds",
+        ("layout: all-balanced}", "profiles: {1g.5gb: 8}}"),
+        "profiles: {1g.5gb: 8}",
+        "spec.pools.infer-a100.mig.profiles.1g.5gb: 8 x 1g.5gb per GPU: a A100-40GB holds at most 7",
+    ),
+    (
+        "layout and profiles together",
+        ("layout: all-balanced}", "layout: all-balanced, profiles: [1g.5gb]}"),
+        "layout: all-balanced, profiles",
+        "set either layout (a mig-parted config name) or profiles, not both",
     ),
     (
         "YAML syntax error",

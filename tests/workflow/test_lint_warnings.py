@@ -233,8 +233,9 @@ CASES: dict[str, tuple[str, str, str, str]] = {
             """
         ),
         "defaultGPUMemory: 60Gi",
-        "defaultGPUMemory 60Gi of class 'infer' fits no mig device of its pools (largest 40Gi)",
-        "lower defaultGPUMemory to at most 40Gi",
+        # the largest profile holds what nvidia-smi mig -lgip lists (7g.40gb: 39.25Gi), not the name's 40
+        "defaultGPUMemory 60Gi of class 'infer' fits no mig device of its pools (largest 40192Mi)",
+        "lower defaultGPUMemory to at most 40192Mi",
     ),
     "shadowed-rule-override": (
         spec(

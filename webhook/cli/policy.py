@@ -48,6 +48,14 @@ def register(sub: Any) -> None:
     )
     lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     lint.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
+    lint.add_argument(
+        "--context",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="Node objects (e.g. `kubectl get nodes -o yaml`): report pools whose nodes advertise other MIG "
+        "devices or another nvidia.com/mig.config than the policy states; a file or directory, repeatable",
+    )
     lint.set_defaults(handler=run_lint)
 
     test = verbs.add_parser(
@@ -195,7 +203,17 @@ def run_lint(args: argparse.Namespace) -> int:
     from webhook.check.github import annotation, inert_group
     from webhook.policy.lint import lint_path
 
-    report = lint_path(args.dir)
+    nodes: tuple[Any, ...] = ()
+    if args.context:
+        from webhook.check.context import ContextError, from_files
+        from webhook.check.inputs import read_sources
+
+        try:
+            nodes = tuple(from_files(read_sources(args.context), "default").nodes.values())
+        except ContextError as exc:
+            print(f"gpu-admission: --context: {exc}", file=sys.stderr)
+            return 2
+    report = lint_path(args.dir, nodes)
     out = sys.stdout
     if args.output == "json":
         json.dump({**report.as_dict(), "strict": args.strict, "exitCode": report.exit_code(args.strict)}, out, indent=2)

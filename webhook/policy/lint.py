@@ -11,13 +11,17 @@ line that causes it, with a hint that says what to change.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from webhook import yamlpos
+from webhook.policy import sizes
 from webhook.policy.compiled import Policy
+from webhook.policy.dra import memory_quantity
+from webhook.policy.lint_memory import CODES as MEMORY_CODES
+from webhook.policy.lint_memory import warnings as memory_warnings
 from webhook.policy.loader import PolicyError, PolicyIssue, load_policy_texts, policy_files
 from webhook.policy.model import (
     API_VERSION,
@@ -29,7 +33,7 @@ from webhook.policy.model import (
     Settings,
     SharingProvider,
 )
-from webhook.quantity import format_bytes, parse_quantity
+from webhook.quantity import parse_quantity
 from webhook.validation_errors import dotted as _dotted
 
 # Schedulers a sharing stack's resources are only understood by. HAMi's own webhook sets
@@ -68,6 +72,7 @@ WARNING_CODES: dict[str, str] = {
     "kind-path-unmatched": "a `workloadKinds` template path matches nothing in the entry's `sample`",
     "system-critical-allowed": "a class or namespace rule allows `system-node-critical`/`system-cluster-critical`: "
     "scheduling-not-allowed denies them on every GPU pod whatever the list says",
+    **MEMORY_CODES,
 }
 
 
@@ -137,8 +142,8 @@ class LintReport:
         }
 
 
-def lint_path(path: str | Path) -> LintReport:
-    """Read, load and lint a policy directory (or a single file)."""
+def lint_path(path: str | Path, nodes: Sequence[Mapping[str, Any]] = ()) -> LintReport:
+    """Read, load and lint a policy directory (or a single file); ``nodes`` from ``--context``."""
     report = LintReport(str(path))
     try:
         files = policy_files(path)
@@ -157,18 +162,18 @@ def lint_path(path: str | Path) -> LintReport:
             report.findings.append(LintFinding(PolicyIssue(str(file), 0, 0, "", f"cannot read: {exc}")))
     if report.unreadable:
         return report
-    report.findings.extend(lint_texts(texts))
+    report.findings.extend(lint_texts(texts, nodes))
     return report
 
 
-def lint_texts(texts: Sequence[tuple[str, str]]) -> list[LintFinding]:
+def lint_texts(texts: Sequence[tuple[str, str]], nodes: Sequence[Mapping[str, Any]] = ()) -> list[LintFinding]:
     """Loader errors if the policy does not load; otherwise the warnings on the loaded policy."""
     try:
         policy = load_policy_texts(texts)
     except PolicyError as exc:
         return [LintFinding(i) for i in exc.issues]
     locator = Locator(texts)
-    findings = [LintFinding(w.at(locator), w.code) for w in policy_warnings(policy)]
+    findings = [LintFinding(w.at(locator), w.code) for w in policy_warnings(policy, nodes)]
     return sorted(findings, key=lambda f: (f.issue.file, f.issue.line, f.issue.column, f.code))
 
 
@@ -241,8 +246,9 @@ class Warning_:
         return PolicyIssue(file, pos.line, pos.column, path, self.message, self.hint, "warning")
 
 
-def policy_warnings(policy: Policy) -> list[Warning_]:
-    """Every check, in a stable order; each is a generator so adding one is one function."""
+def policy_warnings(policy: Policy, nodes: Sequence[Mapping[str, Any]] = ()) -> list[Warning_]:
+    """Every check, in a stable order; each is a generator so adding one is one function. ``nodes``
+    (``policy lint --context``) lets the pools be compared with what their nodes advertise."""
     checks = (
         _unreachable_classes,
         _shadowed_namespace_rules,
@@ -267,6 +273,7 @@ def policy_warnings(policy: Policy) -> list[Warning_]:
     out: list[Warning_] = []
     for check in checks:
         out.extend(check(policy))
+    out.extend(Warning_(code, loc, message, hint) for code, loc, message, hint in memory_warnings(policy, nodes))
     return out
 
 
@@ -641,7 +648,9 @@ def _default_memory_unservable(policy: Policy) -> Iterator[Warning_]:
             continue
         isolation = cls.isolation.default
         largest = [
-            pool.largest_slice if isolation is Isolation.MIG else pool.gpu.memory
+            pool.largest_slice
+            if isolation is Isolation.MIG
+            else sizes.capacity(pool.spec, pool.gpu.memory, isolation).bytes
             for pool in (policy.pools.get(p) for p in cls.pools)
             if pool is not None and isolation in pool.isolation
         ]
@@ -651,8 +660,8 @@ def _default_memory_unservable(policy: Policy) -> Iterator[Warning_]:
                 "default-memory-too-large",
                 ("classes", name, "defaultGPUMemory"),
                 f"defaultGPUMemory {cls.default_gpu_memory} of class {name!r} fits no {isolation.value} device "
-                f"of its pools (largest {format_bytes(biggest)}): requests without gpu-memory are denied",
-                f"lower defaultGPUMemory to at most {format_bytes(biggest)}",
+                f"of its pools (largest {memory_quantity(biggest)}): requests without gpu-memory are denied",
+                f"lower defaultGPUMemory to at most {memory_quantity(biggest)}",
             )
 
 

@@ -288,21 +288,38 @@ FIELDS: dict[str, dict[str, Any]] = {
         ),
     },
     "GPUModel": {
-        "": "A GPU model of the catalog: memory, the GFD product label and its MIG profiles.",
-        "memory": ("memory of one card (Kubernetes quantity)", "memory: 80Gi"),
+        "": "A GPU model of the catalog: memory as nodes report it, the GFD product label, its MIG profiles "
+        "and mig-parted layouts.",
+        "memory": ("nominal memory of one card, the size in the product name (Kubernetes quantity)", "memory: 80Gi"),
+        "usableMemory": (
+            "memory of one card as nodes report it (GFD `nvidia.com/gpu.memory`, MiB): requests must fit it, "
+            "and each stack's unit is counted from it; default: `memory`",
+            "usableMemory: 81559Mi",
+        ),
         "product": (
             "GFD `nvidia.com/gpu.product` value; the single MIG strategy selects `<product>-MIG-<profile>`",
             "product: NVIDIA-A100-SXM4-80GB",
         ),
         "mig": (
-            "MIG profiles, as `{name, max}` objects or `[name, max]` pairs; empty: no MIG",
-            "mig: [[1g.10gb, 7], [3g.40gb, 2], [7g.80gb, 1]]",
+            "MIG profiles, as `{name, max, memory}` objects or `[name, max]` / `[name, max, memory]` lists; "
+            "empty: no MIG",
+            "mig: [[1g.10gb, 7, 9984Mi], [3g.40gb, 2, 40448Mi], [7g.80gb, 1, 81152Mi]]",
         ),
+        "layouts": (
+            "mig-parted configs (values of the `nvidia.com/mig.config` node label): profile -> instances per GPU",
+            "layouts: {all-balanced: {1g.10gb: 2, 2g.20gb: 1, 3g.40gb: 1}}",
+        ),
+        "memorySource": ("where `usableMemory` comes from (documentation only)", "memorySource: nvidia-smi"),
+        "migSource": ("where the profiles' memory comes from (documentation only)", "migSource: nvidia-smi mig -lgip"),
     },
     "MigProfile": {
         "": "One MIG profile of a GPU model.",
-        "name": ("NVIDIA's profile name; memory in GB is the number before `gb`", "name: 1g.10gb"),
+        "name": ("NVIDIA's profile name; the number before `gb` is nominal", "name: 1g.10gb"),
         "max": ("instances of the profile per GPU", "max: 7"),
+        "memory": (
+            "usable memory of the GPU instance as `nvidia-smi mig -lgip` lists it; default: the name's number in GiB",
+            "memory: 9984Mi",
+        ),
     },
     "Pool": {
         "": "A set of identical GPU nodes and the stack that serves them.",
@@ -371,14 +388,20 @@ FIELDS: dict[str, dict[str, Any]] = {
         ),
     },
     "MigConfig": {
-        "": "How the pool's cards are partitioned.",
+        "": "How the pool's cards are partitioned (its geometry): translation, `mig-profile-unavailable`, the gang "
+        "capacity check, the waste report and DRA templates use only what is there.",
         "strategy": (
             "`mixed`: pods ask `nvidia.com/mig-<profile>`; `single`: `nvidia.com/gpu` + product node selector",
             "strategy: mixed",
         ),
+        "layout": (
+            "the mig-parted config the nodes run (their `nvidia.com/mig.config` label); one of the model's `layouts`",
+            "layout: all-balanced",
+        ),
         "profiles": (
-            "profiles the nodes are partitioned into (checked against the model); default: all of the model's",
-            "profiles: [1g.5gb, 2g.10gb, 3g.20gb]",
+            "profiles the nodes are partitioned into, a list (up to each profile's max) or profile: instances per "
+            "GPU; not with `layout`; default (neither): every profile of the model",
+            "profiles: {1g.5gb: 2, 2g.10gb: 1, 3g.20gb: 1}",
         ),
     },
     "SharingConfig": {
@@ -576,7 +599,8 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("TopologyKey", "spec.workloadKinds[].topology[]"),
 )
 
-_QUANTITY_FIELDS = {("GPUModel", "memory"), ("WorkloadClass", "maxGPUMemory"),
+_QUANTITY_FIELDS = {("GPUModel", "memory"), ("GPUModel", "usableMemory"), ("MigProfile", "memory"),
+                    ("WorkloadClass", "maxGPUMemory"),
                     ("WorkloadClass", "defaultGPUMemory"), ("RdmaConfig", "shmSize"),
                     ("DeviceClass", "memory")}  # fmt: skip
 
@@ -636,10 +660,11 @@ def policy_schema() -> dict[str, Any]:
             {"$ref": "#/$defs/MigProfile"},
             {
                 "type": "array",
-                "description": "[profile name, max instances]",
+                "description": "[profile name, max instances] or [profile name, max instances, usable memory]",
                 "prefixItems": [
                     {"type": "string", "pattern": MIG_PROFILE},
                     {"type": "integer", "minimum": 1, "maximum": 8},
+                    {"type": ["string", "integer"]},
                 ],
                 "items": False,
                 "minItems": 2,

@@ -408,7 +408,9 @@ def _pod_memory(ctx: Context, state: TemplateState, limit: Fraction) -> Iterable
     claimed = [(cl, r) for cl in pod.claims if not cl.platform for r in cl.requests if r.memory is not None]
     if mine and not claimed and not any(c.gpu_families for c in pod.containers if c is not gpu):
         return  # the GPU container alone, holding what the webhook gave it: judged above
-    card, mig = res.pool.gpu.memory, _mig_memory(ctx.policy)
+    card = res.pool.gpu.memory
+    # the pool's own model first: the same profile name holds different memory on different models
+    mig = {**_mig_memory(ctx.policy), **{p.resource: p.memory for p in res.pool.gpu.profiles}}
     asked = res.memory if res.memory is not None else 0
 
     def held(c: ContainerResources) -> Fraction | int:
