@@ -13,6 +13,7 @@ from typing import Any
 
 from webhook.check.runner import CheckResult
 from webhook.engine.decision import WasteReport
+from webhook.policy.dra import memory_quantity
 from webhook.quantity import format_bytes
 
 
@@ -27,8 +28,11 @@ def _plural(count: int, word: str) -> str:
 
 def describe(w: WasteReport) -> str:
     """``4Gi requested on a MIG 1g.5gb of A100-40GB (5Gi): 80% used, 1Gi idle`` (and the multiplier)."""
-    device = f"a {w.device} ({format_bytes(w.device_bytes)})"
+    device = f"a {w.device} ({memory_quantity(w.device_bytes)})"  # exact: 4864Mi, not a rounded 4.8Gi
     scale = w.devices * w.pods
+    if w.shared:  # the card is shared by every replica on it: nothing of it is this object's to waste
+        asked = f"{format_bytes(w.requested_bytes)} declared, not enforced; " if w.requested_bytes is not None else ""
+        return f"{asked}{_plural(w.pods, 'pod')} time-sharing {device}: memory is not isolated"
     if w.requested_bytes is None:
         allocated = w.device_bytes * scale
         return (
@@ -56,8 +60,11 @@ def as_dict(w: WasteReport) -> dict[str, Any]:
         "deviceBytes": w.device_bytes,
         "devices": w.devices,
         "pods": w.pods,
-        "allocatedBytes": w.device_bytes * scale,
+        "allocatedBytes": 0 if w.shared else w.device_bytes * scale,
     }
+    if w.shared:
+        out["shared"] = True
+        return out
     if w.requested_bytes is not None:
         out["usedPercent"] = used_percent(w.requested_bytes, w.device_bytes)
         out["idleBytesPerDevice"] = max(0, w.device_bytes - w.requested_bytes)
@@ -74,12 +81,16 @@ class WasteTotals:
     allocated_bytes: int = 0  # device memory those objects occupy
     undeclared_objects: int = 0  # placed objects with no gpu-memory (whole cards, time-slicing, …)
     undeclared_bytes: int = 0
+    shared_objects: int = 0  # on time-sliced cards: counted once, as cards shared, never as idle memory
 
     @property
     def idle_bytes(self) -> int:
         return max(0, self.allocated_bytes - self.requested_bytes)
 
     def add(self, w: WasteReport) -> None:
+        if w.shared:
+            self.shared_objects += 1
+            return
         allocated = w.device_bytes * w.devices * w.pods
         if w.requested_bytes is None:
             self.undeclared_objects += 1
@@ -90,7 +101,7 @@ class WasteTotals:
         self.allocated_bytes += allocated
 
     def line(self) -> str | None:
-        if not self.objects and not self.undeclared_objects:
+        if not self.objects and not self.undeclared_objects and not self.shared_objects:
             return None
         parts = []
         if self.objects:
@@ -104,6 +115,8 @@ class WasteTotals:
                 f"{format_bytes(self.undeclared_bytes)} allocated to {_plural(self.undeclared_objects, 'object')} "
                 "without gpu-memory"
             )
+        if self.shared_objects:
+            parts.append(f"{_plural(self.shared_objects, 'object')} on time-sliced cards (memory not isolated)")
         return "; ".join(parts)
 
     def as_dict(self) -> dict[str, Any]:
@@ -115,6 +128,7 @@ class WasteTotals:
             "usedPercent": used_percent(self.requested_bytes, self.allocated_bytes) if self.allocated_bytes else None,
             "undeclaredObjects": self.undeclared_objects,
             "undeclaredBytes": self.undeclared_bytes,
+            "sharedObjects": self.shared_objects,
         }
 
 

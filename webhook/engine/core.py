@@ -520,4 +520,5 @@ def _waste(ctx: Context) -> WasteReport | None:
         device_bytes=res.device_bytes,
         devices=devices,
         pods=max(1, pods),
+        shared=res.shared_card,
     )

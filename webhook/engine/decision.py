@@ -138,9 +138,10 @@ class WasteReport:
     device_bytes: int
     devices: int
     pods: int
+    shared: bool = False  # time-slicing: a whole card shared with other pods, memory not isolated
 
     @property
     def wasted_bytes(self) -> int:
-        if self.requested_bytes is None:
+        if self.requested_bytes is None or self.shared:
             return 0
         return max(0, self.device_bytes - self.requested_bytes) * self.devices * self.pods

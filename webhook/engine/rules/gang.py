@@ -448,23 +448,28 @@ def _kueue_partial_admission(ctx: Context, primary: TemplateState) -> Iterable[F
 
 def _beyond_capacity(ctx: Context, primary: TemplateState) -> Iterable[Finding]:
     assert ctx.gang is not None
-    # pods per pool as {devices per pod: pod count}: a Volcano task may say replicas: 6000000000, and
-    # a list with one entry per pod would be a memory exhaustion (found by test_robustness)
-    pods_by_pool: dict[str, dict[int, int]] = {}
+    # pods per (pool, MIG profile or None) as {devices per pod: pod count}: a Volcano task may say replicas:
+    # 6000000000, and a list with one entry per pod would be a memory exhaustion (found by test_robustness)
+    pods_by_pool: dict[tuple[str, str | None], dict[int, int]] = {}
+    per_gpu: dict[tuple[str, str | None], int] = {}
     for state in ctx.states:
         pool = judged_pool(ctx, state)
         if pool is None or state.resolution is None:
             continue
+        profile = state.resolution.profile
         devices = state.judged.effective_devices()
         count = ctx.gang.size if ctx.workload.spec.gang.size == "intent" else state.tpl.replicas
-        sizes = pods_by_pool.setdefault(pool.name, {})
+        key = (pool.name, profile.name if profile is not None else None)
+        per_gpu[key] = profile.per_gpu if profile is not None else 1
+        sizes = pods_by_pool.setdefault(key, {})
         if count > 0:
             sizes[devices] = sizes.get(devices, 0) + count
-    for name, pods in pods_by_pool.items():
+    for (name, profile_name), pods in pods_by_pool.items():
         pool = ctx.policy.pools[name]
         if pool.spec.nodes is None:
             continue
-        per_node = pool.spec.gpus_per_node
+        # a MIG pod takes one instance of its profile: a node has GPUs x the layout's instances of it
+        per_node = pool.spec.gpus_per_node * per_gpu[(name, profile_name)]
         total = sum(devices * count for devices, count in pods.items())
         capacity = pool.spec.nodes * per_node
         # the fewest nodes whole-device pods pack into; the same gang shapes recur, so remembered
@@ -473,12 +478,18 @@ def _beyond_capacity(ctx: Context, primary: TemplateState) -> Iterable[Finding]:
             lambda pods=pods, per_node=per_node: first_fit_decreasing_bins(pods, per_node),  # type: ignore[misc]
         )
         if total > capacity or nodes > pool.spec.nodes:
+            what = (
+                f"{total} MIG {profile_name} devices on {nodes} nodes but pool {name} has {pool.spec.nodes} nodes x "
+                f"{pool.spec.gpus_per_node} GPUs x {per_gpu[(name, profile_name)]} {profile_name} per GPU ({capacity})"
+                if profile_name is not None
+                else f"{total} GPUs on {nodes} nodes but pool {name} has {pool.spec.nodes} nodes x {per_node} GPUs "
+                f"({capacity})"
+            )
             yield Finding(
                 "gang-unschedulable",
                 primary.intent.class_path if primary.intent else "",
-                f"the gang needs {total} GPUs on {nodes} nodes but pool {name} has "
-                f"{pool.spec.nodes} nodes x {per_node} GPUs ({capacity}): the scheduler never starts it "
-                "and it waits forever; shrink the gang or use a larger pool",
+                f"the gang needs {what}: the scheduler never starts it and it waits forever; shrink the gang or "
+                "use a larger pool",
                 primary.class_name,
             )
 

@@ -23,7 +23,9 @@ from webhook.engine.resources import (
 )
 from webhook.engine.rules.claims import claim_profiles
 from webhook.engine.rules.registry import resolution_findings, rule
+from webhook.policy import sizes
 from webhook.policy.compiled import CompiledPool, Policy
+from webhook.policy.geometry import advertised_by_pool
 from webhook.policy.model import Isolation
 from webhook.quantity import QuantityError, format_bytes, parse_quantity
 
@@ -138,12 +140,23 @@ def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
                     continue
                 if pool is not None:
                     offered = [p.resource for p in pool.profiles]
+                    on_nodes = advertised_by_pool(pool, ctx.cluster.nodes) if ctx.cluster.nodes else None
                     if key not in offered:
                         valid = ", ".join(offered) or "none (the pool is not MIG-partitioned)"
                         yield Finding(
                             "mig-profile-unavailable",
                             _cpath(state, c, "resources", "limits", key),
                             f"pool {pool.name} ({pool.spec.gpu_model}) does not offer {key}; valid: {valid}",
+                            state.class_name,
+                        )
+                    elif on_nodes is not None and key not in on_nodes:
+                        # the nodes are the truth: the policy's geometry is what the platform believes
+                        have = ", ".join(sorted(on_nodes)) or "no MIG devices"
+                        yield Finding(
+                            "mig-profile-unavailable",
+                            _cpath(state, c, "resources", "limits", key),
+                            f"no node of pool {pool.name} advertises {key} (they advertise {have}): the pod would "
+                            "stay Pending; the pool's MIG geometry disagrees with its nodes (policy lint --context)",
                             state.class_name,
                         )
                 elif key not in policy.mig_resources:
@@ -487,31 +500,55 @@ def _claim_memory(ctx: Context, state: TemplateState) -> Iterable[Finding]:
                 )
 
 
-@rule("whole-gpu-waste", Action.WARN, "exclusive GPU whose gpu-memory is <= a policy fraction of the card")
+@rule(
+    "whole-gpu-waste",
+    Action.WARN,
+    "exclusive GPU whose gpu-memory is <= a policy fraction of the card; gpu-memory on a time-sliced card, "
+    "which shares the whole card and enforces no memory",
+)
 def whole_gpu_waste(ctx: Context) -> Iterable[Finding]:
     fraction = ctx.policy.settings.waste_fraction
     for state in ctx.states:
         res, intent = state.resolution, state.intent
+        if res is not None and intent is not None and res.shared_card and intent.gpu_memory is not None:
+            yield Finding(
+                "whole-gpu-waste",
+                intent.paths.get(ctx.policy.keys.gpu_memory, intent.class_path),
+                f"gpu-memory {format_bytes(intent.gpu_memory)} is not enforced: pool {res.pool.name} time-slices "
+                f"whole {res.pool.spec.gpu_model} cards",
+                intent.class_name,
+            )
+            continue
         if res is None or intent is None or res.isolation is not Isolation.EXCLUSIVE or res.memory is None:
             continue
         card = res.pool.gpu.memory
         if res.memory <= card * Fraction(fraction).limit_denominator(1000):
             share = int(res.memory * 100 / card)
-            hint = ""
-            profile = next((p for p in _all_profiles(ctx) if p.plain and p.memory >= res.memory), None)
-            if profile is not None:
-                hint = f" (e.g. MIG {profile.name})"
             yield Finding(
                 "whole-gpu-waste",
                 intent.paths.get(ctx.policy.keys.gpu_memory, intent.class_path),
-                f"{format_bytes(res.memory)} on a whole {res.pool.spec.gpu_model} uses {share}% of "
-                f"its memory; use isolation mig or shared{hint}",
+                f"{format_bytes(res.memory)} on a whole {res.pool.spec.gpu_model} uses {share}% of its memory"
+                + _smaller(ctx, res.cls, res.memory),
                 intent.class_name,
             )
 
 
-def _all_profiles(ctx: Context):
-    seen = []
-    for pool in ctx.policy.pools.values():
-        seen.extend(pool.profiles)
-    return sorted(seen, key=lambda p: (p.memory, p.slices))
+def _smaller(ctx: Context, cls, memory: Fraction) -> str:
+    """The hint: only isolations the class allows, on its pools, that can hold ``memory`` (no `mig` on a T4)."""
+    hints: list[str] = []
+    for iso in (Isolation.MIG, Isolation.SHARED):
+        if iso not in cls.isolation.permitted:
+            continue
+        for name in cls.pools:
+            pool = ctx.policy.pools.get(name)
+            if pool is None or iso not in pool.isolation:
+                continue
+            if iso is Isolation.MIG:
+                profile = pool.smallest_profile(memory)
+                if profile is not None:
+                    hints.append(f"isolation mig (MIG {profile.name} on pool {name})")
+                    break
+            elif memory <= sizes.capacity(pool.spec, pool.gpu.memory, iso).bytes:
+                hints.append(f"isolation shared (pool {name})")
+                break
+    return f"; use {' or '.join(hints)}" if hints else ""
