@@ -79,15 +79,16 @@ def test_waste_lines_and_summary(tmp_path, cli):
     manifests.write_text(EXCLUSIVE_8GI + "---\n" + JOB_2X2)
     run = cli("check", OBJECTS / "inference-pod.yaml", manifests, "-n", "team")
     out = run.out
-    assert "  gpu memory: 4Gi requested on a MIG 1g.5gb of A100-40GB (5Gi): 80% used, 1Gi idle\n" in out
+    # a 1g.5gb holds 4864Mi (nvidia-smi mig -lgip: 4.75Gi), not the 5Gi of its name
+    assert "  gpu memory: 4Gi requested on a MIG 1g.5gb of A100-40GB (4864Mi): 84% used, 768Mi idle\n" in out
     assert "  gpu memory: 8Gi requested on a whole A100-40GB (40Gi): 20% used, 32Gi idle\n" in out
     assert (
         "  gpu memory: 30Gi requested on a whole A100-40GB (40Gi): 75% used, "
         "10Gi idle per device x 2 devices x 2 pods = 40Gi idle\n"
     ) in out
-    # 4 + 8 + 30*4 = 132Gi requested of 5 + 40 + 40*4 = 205Gi
+    # 4 + 8 + 30*4 = 132Gi requested of 4.75 + 40 + 40*4 = 204.75Gi
     assert out.splitlines()[-1].endswith(
-        "GPU memory: 132Gi requested of 205Gi allocated (64% used, 73Gi idle) across 3 objects"
+        "GPU memory: 132Gi requested of 204.8Gi allocated (64% used, 72.8Gi idle) across 3 objects"
     )
 
 
@@ -96,10 +97,12 @@ def test_waste_for_undeclared_and_denied(cli):
     run = cli("check", OBJECTS / "train-qwen.yaml", "-n", "ml-research", "--namespaces", ns)
     first, denied = run.out.split("Job/train-qwen")[1:3]
     assert (
-        "gpu memory: no gpu-memory declared: 1 device per pod x 8 pods on a whole H100-80GB (80Gi), 640Gi allocated"
+        # an H100-80GB reports 81559Mi (GFD nvidia.com/gpu.memory), not 80Gi
+        "gpu memory: no gpu-memory declared: 1 device per pod x 8 pods on a whole H100-80GB (81559Mi), "
+        "637.2Gi allocated"
     ) in first
     assert "gpu memory" not in denied  # a denied object occupies no device
-    assert run.out.splitlines()[-1].endswith("640Gi allocated to 1 object without gpu-memory")
+    assert run.out.splitlines()[-1].endswith("637.2Gi allocated to 1 object without gpu-memory")
 
 
 def test_waste_in_json_and_junit(tmp_path, cli):
