@@ -83,7 +83,7 @@ def test_the_judged_output_is_the_claim(dra_policy):
     decision = run(dra_policy, gpu_pod(gpu_memory="4Gi"), namespace="team-a")
     again = run(dra_policy, decision.mutated, namespace="team-a", as_received=True)
     assert again.allowed and not again.violations
-    assert again.waste is not None and again.waste.device_bytes == 4864 * 2**20  # 1g.5gb holds 4.75Gi (nvidia-smi mig -lgip)
+    assert again.waste is not None and again.waste.device_bytes == 4864 * 2**20  # 1g.5gb: 4.75Gi usable
 
 
 def test_privileged_next_to_the_translated_claim_is_denied(dra_policy):
