@@ -57,6 +57,8 @@ def test_webhook_service_account(rendered):
     # namespaces: list/watch feed the label cache; get reads one the cache does not know yet (without it
     # every namespace created after the cache synced would be denied until the watch delivers it)
     expected = {("cluster", "", "namespaces", v, "") for v in ("get", "list", "watch")}
+    # nodes: the node cache (what each MIG pool's nodes advertise), read-only
+    expected |= {("cluster", "", "nodes", v, "") for v in ("get", "list", "watch")}
     expected |= {  # DRA: the claim-template, claim and device-class caches (read-only)
         ("cluster", "resource.k8s.io", r, v, "")
         for r in ("resourceclaimtemplates", "resourceclaims", "deviceclasses")

@@ -76,6 +76,15 @@ def register(sub: Any) -> None:
         metavar="cluster|off|auto",
         choices=("cluster", "off", "auto"),
     )
+    opt(
+        "--nodes",
+        "auto",
+        "watch Nodes: what each MIG pool's nodes advertise (mig-profile-unavailable, and the gauge "
+        "gpu_admission_pool_mig_nodes_disagreeing): 'cluster', 'off', or auto = cluster when namespace labels "
+        "come from the cluster",
+        metavar="cluster|off|auto",
+        choices=("cluster", "off", "auto"),
+    )
     opt("--kubeconfig", None, "kubeconfig for --namespaces cluster outside a pod")
     opt("--certs-dir", d.certs_dir, "where development certificates go", metavar="DIR")
     opt("--keepalive", d.keepalive, "idle keep-alive seconds", metavar="S", type=int)
@@ -219,10 +228,17 @@ def run(args: argparse.Namespace) -> int:
 
         kubeconfig = args.kubeconfig
         claims = ClaimObjects.from_api(lambda: resource_api_from_config(kubeconfig))
+    nodes = None
+    if args.nodes == "cluster" or (args.nodes == "auto" and watches_cluster):
+        from webhook.server.node_watch import NodeObjects, core_api_from_config
+
+        node_kubeconfig = args.kubeconfig
+        nodes = NodeObjects.from_api(lambda: core_api_from_config(node_kubeconfig))
     runtime = Runtime(
         store=store,
         namespaces=namespaces,
         claims=claims,
+        nodes=nodes,
         tls=CertReloader(settings.cert_interval),
         policy_interval=settings.policy_interval,
         engine_deadline=settings.engine_deadline,

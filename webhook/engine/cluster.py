@@ -40,6 +40,10 @@ class Cluster:
     complete: bool = False
     """The claim maps are the whole cluster (a synced watch, ``check --context``): a template that is
     not there does not exist. Otherwise absence only means "not known"."""
+    pool_mig: Mapping[str, frozenset[str]] | None = None
+    """Pool -> the ``nvidia.com/mig-*`` resources some node of the pool advertises, for pools whose nodes
+    are known (the server's node watch, which does not pass every Node to every review). ``None``: not
+    known this way (``mig-profile-unavailable`` then reads ``nodes`` when there are any)."""
     unknown_namespaces: frozenset[str] = frozenset()
     """Namespaces the edge looked for and could not find (not in the server's watch cache, and a GET
     answered 404, failed or timed out). Their labels, hence their entitlement, are unknown: a GPU

@@ -56,13 +56,24 @@ class _Lister:
 class ObjectWatchCache(NamespaceWatchCache):
     """One resource's objects by key ((namespace, name) or name), kept current by list + watch."""
 
-    def __init__(self, api_factory: Callable[[], Any], resource: str, **options: Any):
-        method, namespaced = RESOURCES[resource]
+    def __init__(
+        self,
+        api_factory: Callable[[], Any],
+        resource: str,
+        *,
+        spec: tuple[str, bool] | None = None,
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        **options: Any,
+    ):
+        method, namespaced = spec if spec is not None else RESOURCES[resource]
         super().__init__(lambda: _Lister(api_factory(), method), **options)
         self.resource = resource
         self.namespaced = namespaced
         self.objects: dict[Any, dict[str, Any]] = {}
         self.served = True
+        # what is kept of each object (nodes: labels, taints, allocatable, not the image list)
+        self._keep = keep or (lambda obj: obj)
+        self.version = 0  # bumped on every change, so derived views are rebuilt only when needed
 
     def _key(self, obj: dict[str, Any]) -> Any:
         meta = obj.get("metadata") or {}
@@ -101,9 +112,10 @@ class ObjectWatchCache(NamespaceWatchCache):
         for item in doc.get("items") or ():
             key = self._key(item)
             if key is not None:
-                fresh[key] = item
+                fresh[key] = self._keep(item)
         with self._changed:
             self.objects = fresh  # one swap: readers see the old or the new map
+            self.version += 1
             self.resource_version = (doc.get("metadata") or {}).get("resourceVersion")
             self._changed.notify_all()
         self.lists += 1
@@ -138,9 +150,11 @@ class ObjectWatchCache(NamespaceWatchCache):
         key = self._key(obj)
         with self._changed:
             if kind in ("ADDED", "MODIFIED") and key is not None:
-                self.objects[key] = obj
+                self.objects[key] = self._keep(obj)
+                self.version += 1
             elif kind == "DELETED" and key is not None:
                 self.objects.pop(key, None)
+                self.version += 1
             rv = (obj.get("metadata") or {}).get("resourceVersion")
             if rv:
                 self.resource_version = rv

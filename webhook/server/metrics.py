@@ -129,6 +129,14 @@ NAMESPACE_LOOKUPS = Counter(
     ["result"],
 )
 
+POOL_GEOMETRY_MISMATCH = Gauge(
+    "gpu_admission_pool_mig_nodes_disagreeing",
+    "Nodes of a MIG pool whose allocatable nvidia.com/mig-* or nvidia.com/mig.config label disagree with "
+    "the pool's stated geometry (node watch; 0 when they agree). Pods sized by the policy stay Pending there.",
+    ["pool"],
+    multiprocess_mode="livemax",
+)
+
 
 def publish_static() -> None:
     """Series that exist from a worker's start, before any review: ``build_info``, and zeroes for the

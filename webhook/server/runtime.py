@@ -28,6 +28,8 @@ class Runtime:
     policy_interval: float = 2.0
     engine_deadline: float | None = None
     claims: Any = None  # webhook.server.claim_watch.ClaimObjects, when DRA objects are watched
+    nodes: Any = None  # webhook.server.node_watch.NodeObjects, when Nodes are watched
+    geometry_interval: float = 15.0  # seconds between publishing the pools' geometry gauge
     admitter: Admitter = field(init=False)
     _tickers: list[Ticker] = field(default_factory=list, init=False)
     _said: tuple[str, ...] | None = field(default=None, init=False)  # the last readiness answer, logged
@@ -37,8 +39,27 @@ class Runtime:
             self.store,
             self.namespaces,
             engine_deadline=self.engine_deadline,
-            cluster=self.claims.cluster if self.claims is not None else None,
+            cluster=self._cluster_view(),
         )
+
+    def _cluster_view(self) -> Any:
+        """What the watches know, per review: the DRA caches' view, plus what each pool's nodes
+        advertise when Nodes are watched (one lookup per policy and node change, not per review)."""
+        base = self.claims.cluster if self.claims is not None else None
+        if self.nodes is None:
+            return base
+        from dataclasses import replace
+
+        from webhook.engine.cluster import EMPTY_CLUSTER
+
+        nodes, store = self.nodes, self.store
+
+        def view() -> Any:
+            cluster = base() if base is not None else EMPTY_CLUSTER
+            pool_mig = nodes.pool_mig(store.policy)
+            return cluster if pool_mig is None else replace(cluster, pool_mig=pool_mig)
+
+        return view
 
     def start(self) -> None:
         """Per worker, after fork: catch up with policy changes since the master loaded it, then poll."""
@@ -56,6 +77,12 @@ class Runtime:
         self.namespaces.start()
         if self.claims is not None:
             self.claims.start()
+        if self.nodes is not None:
+            self.nodes.start()
+            nodes, store = self.nodes, self.store
+            ticker = Ticker("node-geometry", self.geometry_interval, lambda: nodes.publish(store.policy))
+            self._tickers.append(ticker)
+            ticker.start()
 
     def stop(self) -> None:
         for ticker in self._tickers:
@@ -63,6 +90,8 @@ class Runtime:
         self.namespaces.stop()
         if self.claims is not None:
             self.claims.stop()
+        if self.nodes is not None:
+            self.nodes.stop()
         metrics.TALLY.defer(False)  # writes what is queued: a worker that exits normally loses nothing
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
@@ -95,4 +124,7 @@ class Runtime:
     def status(self) -> dict[str, Any]:
         """Everything readiness is made of, for the log (policy, certificate, namespace source)."""
         tls = self.tls.status() if self.tls is not None else {"status": "not-configured"}
-        return {"pid": os.getpid(), "policy": self.store.status(), "tls": tls, "namespaces": self.namespaces.status()}
+        out = {"pid": os.getpid(), "policy": self.store.status(), "tls": tls, "namespaces": self.namespaces.status()}
+        if self.nodes is not None:  # optional knowledge: never a readiness condition (RBAC may forbid it)
+            out["nodes"] = self.nodes.status()
+        return out

@@ -140,7 +140,7 @@ def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
                     continue
                 if pool is not None:
                     offered = [p.resource for p in pool.profiles]
-                    on_nodes = advertised_by_pool(pool, ctx.cluster.nodes) if ctx.cluster.nodes else None
+                    on_nodes = _advertised(ctx, pool)
                     if key not in offered:
                         valid = ", ".join(offered) or "none (the pool is not MIG-partitioned)"
                         yield Finding(
@@ -168,6 +168,14 @@ def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
                         f"{', '.join(known) or 'none'}",
                         state.class_name,
                     )
+
+
+def _advertised(ctx: Context, pool: CompiledPool) -> set[str] | frozenset[str] | None:
+    """MIG resources the pool's nodes advertise, when its nodes are known (``None``: trust the policy)."""
+    cluster = ctx.cluster
+    if cluster.pool_mig is not None:
+        return cluster.pool_mig.get(pool.name)
+    return advertised_by_pool(pool, cluster.nodes) if cluster.nodes else None
 
 
 @rule(
