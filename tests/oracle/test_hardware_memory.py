@@ -6,8 +6,8 @@ The tables below are copied from the sources (not imported from ``webhook``): wh
 
 - Alibaba gpushare/cGPU: ``aliyun.com/gpu-mem`` in GiB, a card advertises floor(MiB / 1024)
   (AliyunContainerService/gpushare-device-plugin, ``--memory-unit=GiB``); a request rounds up;
-- Tencent qGPU: ``tke.cloud.tencent.com/qgpu-memory`` whole GiB (tencentcloud.com/document/product/457/59103),
-  counted like cGPU;
+- Tencent qGPU: ``tke.cloud.tencent.com/qgpu-memory`` whole GiB, 1 GiB granularity
+  (tencentcloud.com/document/product/457/59103); the card's capacity is not documented: counted like cGPU;
 - HAMi ``nvidia.com/gpumem`` and Volcano vGPU ``volcano.sh/vgpu-memory``: MiB of the card (memoryFactor 1);
 - exclusive and time-slicing: the card; MIG: the smallest plain profile that holds the request.
 

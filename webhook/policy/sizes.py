@@ -7,7 +7,8 @@ catalog's ``usableMemory``, GFD's ``nvidia.com/gpu.memory``) rather than the siz
 
 - Alibaba gpushare / cGPU (``aliyun.com/gpu-mem``): GiB; each card advertises floor(MiB / 1024) GiB
   (gpushare-device-plugin, ``--memory-unit=GiB``), a pod's request is rounded up to whole GiB;
-- Tencent qGPU (``tke.cloud.tencent.com/qgpu-memory``): whole GiB, counted the same way;
+- Tencent qGPU (``tke.cloud.tencent.com/qgpu-memory``): whole GiB, 1 GiB granularity (TKE's qGPU doc);
+  how a card's capacity is rounded is not documented, so it is counted as gpushare counts (floor);
 - HAMi (``nvidia.com/gpumem``) and Volcano vGPU (``volcano.sh/vgpu-memory``): MiB of the card's NVML
   total (memoryFactor 1);
 - time-slicing and whole cards: the card's memory (time-slicing enforces none of it);
