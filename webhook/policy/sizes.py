@@ -6,11 +6,13 @@ the engine judges sizes in the plugin's own arithmetic, from the memory nodes re
 catalog's ``usableMemory``, GFD's ``nvidia.com/gpu.memory``) rather than the size in the product name:
 
 - Alibaba gpushare / cGPU (``aliyun.com/gpu-mem``): GiB; each card advertises floor(MiB / 1024) GiB
-  (gpushare-device-plugin, ``--memory-unit=GiB``), a pod's request is rounded up to whole GiB;
+  (AliyunContainerService/gpushare-device-plugin ``pkg/gpu/nvidia/nvidia.go`` ``setGPUMemory``:
+  ``v = raw / 1024`` of NVML's MiB under ``--memory-unit=GiB``, at 45fb8b8), a request is whole GiB;
 - Tencent qGPU (``tke.cloud.tencent.com/qgpu-memory``): whole GiB, 1 GiB granularity (TKE's qGPU doc);
   how a card's capacity is rounded is not documented, so it is counted as gpushare counts (floor);
-- HAMi (``nvidia.com/gpumem``) and Volcano vGPU (``volcano.sh/vgpu-memory``): MiB of the card's NVML
-  total (memoryFactor 1);
+- HAMi (``nvidia.com/gpumem``) and Volcano vGPU (``volcano.sh/vgpu-memory``, HAMi-based): MiB of the
+  card's NVML total (Project-HAMi/HAMi ``register.go``: ``registeredmem = memoryTotal / 1024 / 1024``
+  times ``deviceMemoryScaling``, default 1, at 4707fb0);
 - time-slicing and whole cards: the card's memory (time-slicing enforces none of it);
 - MIG: the profile's usable memory (``nvidia-smi mig -lgip``), see ``CompiledModel.geometry``.
 """
