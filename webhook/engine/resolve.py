@@ -214,11 +214,15 @@ def _misfit(
                     f"ask for at most {memory_quantity(largest.memory) if largest else '0'}",
                 )
         elif memory > (cap := sizes.capacity(spec, pool.gpu.memory, isolation)).bytes:
+            named = (
+                f", the memory its nodes report, not the {format_bytes(pool.gpu.nominal)} of the name"
+                if pool.gpu.nominal != cap.bytes
+                else ""
+            )
             return Reason(
                 "gpu-memory-exceeded",
                 f"{format_bytes(memory)} exceeds what a {spec.gpu_model} of the pool gives one pod: at most "
-                f"{cap.text}, the memory its nodes report, not the {format_bytes(pool.gpu.nominal)} of the name; "
-                f"ask for at most {memory_quantity(cap.bytes)}",
+                f"{cap.text}{named}; ask for at most {memory_quantity(cap.bytes)}",
             )
         elif isolation is Isolation.SHARED and _dra_class(pool, isolation) is not None:
             largest = policy.dra.largest_slice(pool.name)

@@ -251,12 +251,6 @@ class MigConfig(Model):
             raise ValueError("set either layout (a mig-parted config name) or profiles, not both")
         return self
 
-    def counts(self) -> dict[str, int] | None:
-        """profile -> instances per GPU as written (a plain list gives ``None`` counts: see the model's max)."""
-        if isinstance(self.profiles, dict):
-            return dict(self.profiles)
-        return None
-
 
 class SharingConfig(Model):
     provider: SharingProvider
