@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import POLICIES, ROOT
 from tests.engine.helpers import (
     assert_valid,
     container,
@@ -94,7 +94,7 @@ def test_profiles_with_counts_and_as_a_list():
 
 @pytest.fixture(scope="module")
 def default():
-    return load_policy(ROOT / "policies")
+    return load_policy(POLICIES)
 
 
 @pytest.mark.parametrize(
@@ -129,7 +129,7 @@ def test_default_policy_lints_clean_of_memory_warnings(cli_lint_default):
 def cli_lint_default():
     from webhook.policy.lint import lint_path
 
-    return [f.render() for f in lint_path(ROOT / "policies").findings]
+    return [f.render() for f in lint_path(POLICIES).findings]
 
 
 # --- the DRA example's rendered templates -------------------------------------------------------------
