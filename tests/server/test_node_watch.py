@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import POLICIES
-from tests.engine.helpers import intent, pod, rules
+from tests.engine.helpers import intent, mutated, pod, rules
 from tests.server.fake_apiserver import FakeNamespaceAPI
 from tests.server.support import eventually, kube_api
 from webhook.engine import evaluate
@@ -81,9 +81,12 @@ def test_the_engine_view_and_the_gauge_follow_the_nodes(apiserver, nodes, policy
     cluster_view = Runtime(store=PolicyStore.load(POLICIES), nodes=nodes)._cluster_view()
     view = cluster_view()
     assert view.pool_mig == {"infer-a100": frozenset({"nvidia.com/mig-1g.10gb"})}
+    # batch's 9Gi goes to the 1g.10gb the nodes have (9856Mi), not the policy's 2g.10gb
     d = evaluate(policy, pod(intent("batch")), namespace="team", cluster=view, validate=True)
-    assert "mig-profile-unavailable" in rules(d), d.message
-    assert "no node of pool infer-a100 advertises nvidia.com/mig-2g.10gb" in d.message
+    assert d.allowed, d.message
+    assert mutated(d)["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
+    d = evaluate(policy, pod(intent("batch", gpu_memory="12Gi")), namespace="team", cluster=view)
+    assert "gpu-memory-exceeded" in rules(d) and "they advertise nvidia.com/mig-1g.10gb" in d.message
 
 
 def test_before_the_first_list_nothing_is_known(policy):

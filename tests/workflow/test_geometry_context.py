@@ -50,11 +50,38 @@ def test_check_with_nodes_that_run_the_layout_admits(tmp_path, cli):
     assert "admitted" in run.out
 
 
-def test_check_with_nodes_that_disagree_denies_what_they_do_not_advertise(tmp_path, cli):
+def test_check_with_nodes_that_disagree_translates_to_what_they_advertise(tmp_path, cli):
+    """The policy says all-balanced (9Gi -> 2g.10gb); the nodes run all-1g.10gb: the pod gets the 1g.10gb
+    (9856Mi) they have, not a 2g.10gb that would stay Pending."""
     (tmp_path / "pod.yaml").write_text(BATCH_POD)
+    nodes = _write(tmp_path, "nodes.yaml", [_node("a100-1", "all-1g.10gb", ALL_1G_10GB)])
+    run = cli("check", tmp_path / "pod.yaml", "--context", nodes, "--diff", "--explain")
+    assert run.code == 0, run.out
+    assert "+        nvidia.com/mig-1g.10gb: '1'" in run.out and "mig-2g.10gb: '1'" not in run.out
+    assert "the pool's nodes advertise nvidia.com/mig-1g.10gb, not nvidia.com/mig-2g.10gb" in run.out
+
+
+def test_check_with_nodes_that_cannot_hold_the_request_denies_with_what_they_have(tmp_path, cli):
+    (tmp_path / "pod.yaml").write_text(BATCH_POD.replace("labels: {gpu-admission.io/workload: batch}", (
+        "labels: {gpu-admission.io/workload: batch}\n  annotations: {gpu-admission.io/gpu-memory: 12Gi}"
+    )))
     nodes = _write(tmp_path, "nodes.yaml", [_node("a100-1", "all-1g.10gb", ALL_1G_10GB)])
     run = cli("check", tmp_path / "pod.yaml", "--context", nodes)
     assert run.code == 1, run.out
+    assert "[gpu-memory-exceeded] no MIG device the nodes of pool infer-a100 advertise holds 12Gi" in run.out
+    assert "(they advertise nvidia.com/mig-1g.10gb); ask for at most 9856Mi" in run.out
+
+
+def test_a_profile_written_by_hand_is_judged_against_the_nodes(tmp_path, cli):
+    pod = (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: raw, namespace: team}\nspec:\n"
+        "  nodeSelector: {workload: gpu-infer}\n"
+        "  tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]\n  containers:\n"
+        "  - {name: c, image: x, resources: {limits: {nvidia.com/mig-2g.10gb: '1'}}}\n"
+    )
+    (tmp_path / "pod.yaml").write_text(pod)
+    nodes = _write(tmp_path, "nodes.yaml", [_node("a100-1", "all-1g.10gb", ALL_1G_10GB)])
+    run = cli("check", tmp_path / "pod.yaml", "--context", nodes)
     assert "[mig-profile-unavailable] no node of pool infer-a100 advertises nvidia.com/mig-2g.10gb" in run.out
     assert "(they advertise nvidia.com/mig-1g.10gb)" in run.out
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine import mutations, reach, unknown_namespace
+from webhook.engine import mutations, node_truth, reach, unknown_namespace
 from webhook.engine.claims import ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.context import Context, Finding, TemplateState
@@ -423,6 +423,13 @@ def _resolve_all(ctx: Context) -> None:
             ctx.explain(f"{_where(state)}: class {intent.class_name} ({intent.class_path})")
         selector = state.tpl.spec.get("nodeSelector")
         result = _resolve(policy, intent, ctx, selector if isinstance(selector, dict) else {})
+        if isinstance(result, Resolution) and (ctx.cluster.nodes or ctx.cluster.pool_mig is not None):
+            # the nodes are the truth: a profile none of them advertises would stay Pending
+            result = node_truth.on_nodes(
+                ctx.cluster, result, intent.paths.get(policy.keys.gpu_memory, intent.class_path)
+            )
+            if isinstance(result, Resolution) and ctx.trace is not None and "the pool's nodes advertise" in result.why:
+                ctx.explain(f"{_where(state)}: {result.why}")
         if isinstance(result, Failure):
             state.failure = result
             ctx.findings.append(Finding(result.rule, result.path, result.message, intent.class_name))

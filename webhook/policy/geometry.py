@@ -70,6 +70,8 @@ def pool_mismatches(policy: Policy, nodes: Sequence[Mapping[str, Any]]) -> list[
         mig = pool.spec.mig
         if mig is None or Isolation.MIG not in pool.isolation or mig.strategy != "mixed":
             continue
+        if pool.spec.dra is not None and Isolation.MIG in pool.spec.dra.device_classes:
+            continue  # MIG through DRA: the nodes publish ResourceSlices, not nvidia.com/mig-* resources
         mine = pool_nodes(pool, nodes)
         if not mine:
             continue

@@ -6,9 +6,10 @@ bind against. The cache keeps, per node, only its labels, taints and allocatable
 its image list too: hundreds of KiB on a busy node), and derives from them, once per change of nodes or
 policy:
 
-- per pool, the MIG resources some node of it advertises: the engine's ``Cluster.pool_mig``, so that
-  ``mig-profile-unavailable`` denies a pod whose profile no node of its pool has (every Node is not
-  handed to every review: that would make each review's cost grow with the cluster);
+- per pool, the MIG resources some node of it advertises: the engine's ``Cluster.pool_mig``, so that a
+  pod is translated to a profile its pool's nodes have (``webhook.engine.node_truth``) and a hand-written
+  one they lack is ``mig-profile-unavailable`` (every Node is not handed to every review: that would make
+  each review's cost grow with the cluster);
 - per pool, the nodes that disagree with its geometry: the gauge
   ``gpu_admission_pool_mig_nodes_disagreeing{pool}`` and one log line when the answer changes.
 

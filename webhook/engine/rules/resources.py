@@ -7,6 +7,7 @@ from fractions import Fraction
 
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
+from webhook.engine.node_truth import advertised
 from webhook.engine.pool_stack import families_on
 from webhook.engine.resources import (
     HAMI,
@@ -25,7 +26,6 @@ from webhook.engine.rules.claims import claim_profiles
 from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.policy import sizes
 from webhook.policy.compiled import CompiledPool, Policy
-from webhook.policy.geometry import advertised_by_pool
 from webhook.policy.model import Isolation
 from webhook.quantity import QuantityError, format_bytes, parse_quantity
 
@@ -140,8 +140,8 @@ def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
                     continue
                 if pool is not None:
                     offered = [p.resource for p in pool.profiles]
-                    on_nodes = _advertised(ctx, pool)
-                    if key not in offered:
+                    on_nodes = advertised(ctx.cluster, pool)  # known nodes win over the policy's geometry
+                    if on_nodes is None and key not in offered:
                         valid = ", ".join(offered) or "none (the pool is not MIG-partitioned)"
                         yield Finding(
                             "mig-profile-unavailable",
@@ -168,14 +168,6 @@ def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
                         f"{', '.join(known) or 'none'}",
                         state.class_name,
                     )
-
-
-def _advertised(ctx: Context, pool: CompiledPool) -> set[str] | frozenset[str] | None:
-    """MIG resources the pool's nodes advertise, when its nodes are known (``None``: trust the policy)."""
-    cluster = ctx.cluster
-    if cluster.pool_mig is not None:
-        return cluster.pool_mig.get(pool.name)
-    return advertised_by_pool(pool, cluster.nodes) if cluster.nodes else None
 
 
 @rule(
