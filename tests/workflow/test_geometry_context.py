@@ -129,3 +129,15 @@ def test_lint_context_that_cannot_be_read_is_bad_input(tmp_path, cli):
     bad.write_text("apiVersion: v1\nkind: Node\nmetadata: {}\n")
     run = cli("policy", "lint", POLICIES, "--context", bad)
     assert run.code == 2 and "--context" in run.err
+
+
+def test_a_dra_mig_pool_is_not_compared_with_extended_resources(tmp_path, cli):
+    """DRA nodes publish ResourceSlices, not nvidia.com/mig-*: no disagreement, and no translation change."""
+    from tests.conftest import ROOT
+
+    nodes = _write(tmp_path, "nodes.yaml", [_node("a100-1", "all-balanced", {})])
+    run = cli("policy", "lint", ROOT / "examples" / "dra-policy", "--context", nodes)
+    assert run.code == 0 and "[pool-nodes-disagree]" not in run.out, run.out
+    (tmp_path / "pod.yaml").write_text(BATCH_POD.replace("namespace: team", "namespace: team-a"))
+    run = cli("check", "--policy", ROOT / "examples" / "dra-policy", tmp_path / "pod.yaml", "--context", nodes)
+    assert run.code == 0, run.out
