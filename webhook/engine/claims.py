@@ -5,8 +5,9 @@ ResourceClaim (shared). Neither is in the admission request, so they are looked 
 view the edges pass (``Cluster.claim_templates`` / ``claims``), then among the platform's own templates
 (their content is the policy's). Each request of the claim (``exactly``, or each ``firstAvailable``
 alternative; ``resource.k8s.io/v1`` and the flat ``v1beta1`` form) names a DeviceClass, judged
-through the policy's catalogue, else through a DeviceClass object of the cluster view whose CEL
-selector requires a known GPU driver.
+through the policy's catalogue, else through a DeviceClass object of the cluster view by the driver
+its CEL selector requires: a GPU driver's class is a GPU, any other driver's (a NIC, an FPGA, storage)
+holds no GPU, and only a class that is not known at all is judged as a GPU.
 
 What comes out is the worst case a rule must judge: the largest count and memory of any alternative,
 and every family any alternative may allocate (placement and ``privileged-gpu`` must hold for each).
@@ -131,9 +132,11 @@ class ClaimResolver:
         text = " && ".join(str(_map(_map(s).get("cel")).get("expression") or "") for s in _list(spec.get("selectors")))
         extended = spec.get("extendedResourceName") if isinstance(spec.get("extendedResourceName"), str) else None
         driver = _DRIVER.search(text)
-        kind = self.policy.dra.drivers.get(driver.group(1)) if driver else None
-        if kind is None:
-            return None
+        if driver is None:
+            return None  # selects no driver the webhook can read: cannot tell whether it is a GPU
+        kind = self.policy.dra.drivers.get(driver.group(1))
+        if kind is None:  # a known class of a driver that is not a GPU driver (NIC, FPGA, storage)
+            return ClassInfo(name, DeviceClassKind.OTHER, driver.group(1), None, None, extended, "cluster")
         typed = _TYPE.search(text)
         profile = _PROFILE.search(text)
         if (typed is not None and typed.group(2) == "mig") or profile is not None:
@@ -141,7 +144,7 @@ class ClaimResolver:
         return ClassInfo(
             name,
             kind,
-            driver.group(1) if driver else None,
+            driver.group(1),
             profile.group(2) if profile else None,
             None,
             extended,
