@@ -64,3 +64,168 @@ def test_a_raw_pod_with_nic_and_gpu_claims_is_pinned_for_its_gpu_claim_only(poli
     decision = run(policy, raw, cluster=cluster)
     assert decision.relevant and "claim-unresolved" not in rules(decision)
     assert "raw-gpu-request" in rules(decision)  # for the device-plugin GPU, not the NIC
+
+
+# --- device-taint tolerations -------------------------------------------------------------------------
+
+from tests.engine.upstream_dra import (  # noqa: E402
+    EXTENDED_RESOURCE_CLAIM_ANNOTATION,
+    EXTENDED_RESOURCE_CLAIM_VALUE,
+    NVIDIA_TAINTS,
+    SCHEDULER_USERNAME,
+)
+from webhook.engine import evaluate  # noqa: E402
+from webhook.engine.requester import Requester  # noqa: E402
+from webhook.policy import load_policy_texts  # noqa: E402
+
+BLANKET = {"operator": "Exists"}
+XID = {"key": "gpu.nvidia.com/xid", "operator": "Exists", "effect": "NoSchedule"}
+LOST = {"key": "gpu.nvidia.com/gpu-lost", "operator": "Exists"}
+UNMONITORED = {"key": "gpu.nvidia.com/unmonitored", "operator": "Exists"}
+
+
+def test_the_builtin_device_taints_are_nvidias(policy):
+    assert {k: policy.device_taints[k] for k in NVIDIA_TAINTS} == NVIDIA_TAINTS
+
+
+def tolerating(*tolerations: dict, sub: bool = False, name: str = "t") -> dict:
+    if sub:
+        request = {
+            "name": "gpu",
+            "firstAvailable": [
+                {"name": "whole", "deviceClassName": "gpu.nvidia.com"},
+                {"name": "mig", "deviceClassName": "mig.nvidia.com", "tolerations": list(tolerations)},
+            ],
+        }
+    else:
+        request = exactly("gpu.nvidia.com", tolerations=list(tolerations))
+    return rct(name, request)
+
+
+def test_blanket_and_health_tolerations_are_denied_in_templates(policy):
+    for tol, what in ((BLANKET, "every device taint"), (XID, "gpu.nvidia.com/xid"), (LOST, "gpu.nvidia.com/gpu-lost")):
+        for sub in (False, True):
+            decision = evaluate(policy, tolerating(tol, sub=sub), namespace=NS)
+            assert decision.relevant and not decision.allowed
+            (v,) = decision.violations
+            assert v.rule == "device-taint-tolerated" and what in v.message and "allowedDeviceTaints" in v.message
+            field = "firstAvailable[1]" if sub else "exactly"
+            assert v.path == f"spec.spec.devices.requests[0].{field}.tolerations[0]"
+
+
+def test_an_informational_taint_may_be_tolerated_by_key(policy):
+    assert evaluate(policy, tolerating(UNMONITORED), namespace=NS).violations == ()
+    # a toleration of an effect the taint does not have tolerates nothing
+    assert evaluate(policy, tolerating({**LOST, "effect": "NoExecute"}), namespace=NS).violations == ()
+    # a key the policy does not know: judged as a taint that keeps devices out of service
+    unknown = evaluate(policy, tolerating({"key": "example.com/reserved", "operator": "Exists"}), namespace=NS)
+    assert "does not know" in unknown.violations[0].message
+
+
+def test_a_resource_claim_is_judged_too(policy):
+    claim = tolerating(BLANKET)
+    claim["kind"] = "ResourceClaim"
+    claim["spec"] = claim["spec"]["spec"]
+    (v,) = evaluate(policy, claim, namespace=NS).violations
+    assert v.path == "spec.devices.requests[0].exactly.tolerations[0]"
+
+
+def test_a_pod_naming_a_tolerant_template_is_denied(policy):
+    cluster = cluster_of(tolerating(XID, name="hot"), complete=True)
+    decision = run(policy, claim_pod("hot", meta=intent("inference")), cluster=cluster)
+    found = [v for v in decision.violations if v.rule == "device-taint-tolerated"]
+    assert found and found[0].path == "spec.resourceClaims[0]" and "hot" in found[0].message
+    assert not decision.allowed
+
+
+def test_a_non_gpu_request_is_not_judged(policy):
+    cluster = cluster_of(NIC)
+    nic = rct("nic", exactly("rdma-nic.example.com", tolerations=[BLANKET]))
+    assert not evaluate(policy, nic, namespace=NS, cluster=cluster).relevant
+
+
+ALLOWING = """
+  deviceTaints:
+    example.com/reserved: {effect: NoSchedule, description: cards held for the on-call team}
+"""
+
+
+def allowing_policy(where: str):
+    from pathlib import Path
+
+    text = Path("policies/default.yaml").read_text()
+    if where == "class":
+        text = text.replace(
+            "      priorityClassName: gpu-training\n",
+            "      priorityClassName: gpu-training\n      allowedDeviceTaints: [example.com/reserved]\n",
+            1,
+        )
+    else:
+        text = text.replace("      adoptAs: training", "      allowedDeviceTaints: ['*']\n      adoptAs: training", 1)
+    return load_policy_texts([("default.yaml", text + ALLOWING)])
+
+
+def test_the_entitlement_allows_device_taints_per_class_or_pool(policy):
+    reserved = {"key": "example.com/reserved", "operator": "Exists"}
+    custom = allowing_policy("class")
+    training = {"gpu-admission.io/tier": "training"}
+    assert evaluate(custom, tolerating(reserved), namespace=NS, namespace_labels=training).violations == ()
+    serving = {"gpu-admission.io/tier": "serving"}  # a namespace not entitled to training may not
+    assert evaluate(custom, tolerating(reserved), namespace=NS, namespace_labels=serving).violations
+    # a pod of another class may not, even in the training namespace
+    cluster = cluster_of(tolerating(reserved, name="r"), complete=True)
+    infer = run(custom, claim_pod("r", meta=intent("inference")), training=True, cluster=cluster)
+    assert "device-taint-tolerated" in rules(infer)
+    # '*' on the pool allows a blanket toleration to its tenants
+    pool = allowing_policy("pool")
+    assert evaluate(pool, tolerating(BLANKET), namespace=NS, namespace_labels=training).violations == ()
+    assert evaluate(pool, tolerating(BLANKET), namespace=NS, namespace_labels=serving).violations
+
+
+# --- the scheduler's extended-resource-claim marker ----------------------------------------------------
+
+
+def marked(kind: str) -> dict:
+    obj = rct("extended", exactly("gpu.nvidia.com"))
+    annotations = {EXTENDED_RESOURCE_CLAIM_ANNOTATION: EXTENDED_RESOURCE_CLAIM_VALUE}
+    if kind == "ResourceClaim":
+        obj["kind"] = kind
+        obj["spec"] = obj["spec"]["spec"]
+        obj["metadata"]["annotations"] = annotations
+    else:
+        obj["spec"]["metadata"] = {"annotations": annotations}
+    return obj
+
+
+def test_only_the_scheduler_may_mark_a_claim(policy):
+    for kind, at in (
+        ("ResourceClaim", "metadata.annotations"),
+        ("ResourceClaimTemplate", "spec.metadata.annotations"),
+    ):
+        alice = evaluate(policy, marked(kind), namespace=NS, requester=Requester("alice", ("system:authenticated",)))
+        (v,) = alice.violations
+        assert v.rule == "scheduler-claim-forged" and not alice.allowed
+        assert v.path == f"{at}[{EXTENDED_RESOURCE_CLAIM_ANNOTATION}]" and "'alice'" in v.message
+        offline = evaluate(policy, marked(kind), namespace=NS)  # check: a manifest is a user's
+        assert [x.rule for x in offline.violations] == ["scheduler-claim-forged"]
+        scheduler = evaluate(policy, marked(kind), namespace=NS, requester=Requester(SCHEDULER_USERNAME))
+        assert scheduler.violations == () and scheduler.relevant
+        # a group name is not the scheduler's identity
+        group = evaluate(policy, marked(kind), namespace=NS, requester=Requester("mallory", (SCHEDULER_USERNAME,)))
+        assert group.violations
+
+
+def test_an_update_that_adds_the_marker_is_denied_and_one_that_keeps_it_is_not(policy):
+    plain = rct("extended", exactly("gpu.nvidia.com"))
+    plain["kind"] = "ResourceClaim"
+    plain["spec"] = plain["spec"]["spec"]
+    alice = Requester("alice")
+    added = evaluate(
+        policy, marked("ResourceClaim"), operation="UPDATE", old_object=plain, namespace=NS, requester=alice
+    )
+    assert [v.rule for v in added.violations] == ["scheduler-claim-forged"]
+    kept = evaluate(
+        policy, marked("ResourceClaim"), operation="UPDATE", old_object=marked("ResourceClaim"), namespace=NS,
+        requester=Requester("system:serviceaccount:kube-system:resourceclaim-controller"),
+    )  # fmt: skip
+    assert kept.violations == ()
