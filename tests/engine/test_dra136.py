@@ -229,3 +229,106 @@ def test_an_update_that_adds_the_marker_is_denied_and_one_that_keeps_it_is_not(p
         requester=Requester("system:serviceaccount:kube-system:resourceclaim-controller"),
     )  # fmt: skip
     assert kept.violations == ()
+
+
+# --- consumable capacity ------------------------------------------------------------------------------
+
+from webhook.engine.claims import ClaimResolver  # noqa: E402
+from webhook.engine.cluster import Cluster  # noqa: E402
+from webhook.quantity import GIB  # noqa: E402
+
+
+def resource_slice(name: str, *, driver: str = "gpu.nvidia.com", policy: dict | None = None, value: str = "80Gi",
+                   shared: bool = True, version: str = "v1") -> dict:  # fmt: skip
+    capacity: dict = {"memory": {"value": value}}
+    if policy is not None:
+        capacity["memory"]["requestPolicy"] = policy
+    device: dict = {"name": "gpu-0", "capacity": capacity}
+    if shared:
+        device["allowMultipleAllocations"] = True
+    if version == "v1beta1":
+        device = {"name": "gpu-0", "basic": {k: v for k, v in device.items() if k != "name"}}
+    return {
+        "apiVersion": f"resource.k8s.io/{version}",
+        "kind": "ResourceSlice",
+        "metadata": {"name": name},
+        "spec": {"driver": driver, "nodeName": "node-1", "pool": {"name": "node-1"}, "devices": [device]},
+    }
+
+
+RANGE = {"default": "8Gi", "validRange": {"min": "8Gi", "max": "80Gi", "step": "8Gi"}}  # dra-example-driver PR#236
+VALUES = {"default": "10Gi", "validValues": ["10Gi", "20Gi", "40Gi"]}
+
+
+def with_slices(*slices: dict, objs: tuple = ()) -> Cluster:
+    base = cluster_of(*objs)
+    return Cluster(
+        claim_templates=base.claim_templates,
+        claims=base.claims,
+        device_classes=base.device_classes,
+        resource_slices={s["metadata"]["name"]: s for s in slices},
+        complete=True,
+    )
+
+
+def memory(size: str, name: str = "slice") -> dict:
+    return rct(name, exactly("gpu.nvidia.com", capacity={"requests": {"memory": size}}))
+
+
+def test_a_request_is_rounded_up_to_the_request_policy(policy):
+    for slice_policy, asked, allocated in ((RANGE, "20Gi", 24), (RANGE, "1Gi", 8), (VALUES, "25Gi", 40),
+                                           (VALUES, "10Gi", 10), (None, "20Gi", 20)):  # fmt: skip
+        cluster = with_slices(resource_slice("s", policy=slice_policy))
+        (request,) = ClaimResolver(policy, cluster, NS).requests(memory(asked)["spec"]["spec"])
+        (ask,) = request.capacity
+        assert ask.allocated == allocated * GIB and ask.devices == 1, (slice_policy, asked)
+        assert request.memory == allocated * GIB  # what the counts and memory rules judge
+        decision = evaluate(policy, memory(asked), namespace=NS, cluster=cluster, explain=True)
+        assert decision.violations == ()
+        if allocated * GIB != int(ask.requested):
+            assert any(f"will be allocated as {allocated}Gi" in line for line in decision.explanation)
+    # a device that is not shared is allocated whole; v1beta1 slices (device.basic) read the same
+    whole = with_slices(resource_slice("s", shared=False, version="v1beta1"))
+    (request,) = ClaimResolver(policy, whole, NS).requests(memory("20Gi")["spec"]["spec"])
+    assert request.capacity[0].allocated == 80 * GIB
+
+
+def test_a_request_no_device_can_satisfy_is_denied_with_the_largest_valid_value(policy):
+    for slice_policy, asked, largest in ((RANGE, "100Gi", "80Gi"), (VALUES, "50Gi", "40Gi"), (None, "96Gi", "80Gi")):
+        cluster = with_slices(resource_slice("a", policy=slice_policy), resource_slice("b", policy=slice_policy))
+        decision = evaluate(policy, memory(asked), namespace=NS, cluster=cluster)
+        (v,) = decision.violations
+        assert v.rule == "claim-capacity-unsatisfiable" and not decision.allowed
+        assert v.message.startswith(f"ask for at most {largest}:") and "2 device(s)" in v.message
+        assert v.path == "spec.spec.devices.requests[0].exactly.capacity.requests[memory]"
+    # the largest of several devices counts: one that fits is enough
+    mixed = with_slices(resource_slice("a", policy=VALUES), resource_slice("b", policy=RANGE))
+    assert evaluate(policy, memory("50Gi"), namespace=NS, cluster=mixed).violations == ()
+    # another driver's devices say nothing about this class
+    other = with_slices(resource_slice("a", driver="gpu.amd.com", policy=VALUES))
+    assert evaluate(policy, memory("50Gi"), namespace=NS, cluster=other).violations == ()
+    # no slices known: nothing to judge, nothing denied
+    assert evaluate(policy, memory("500Gi"), namespace=NS).violations == ()
+
+
+def test_a_pod_naming_an_unsatisfiable_template_is_denied(policy):
+    cluster = with_slices(resource_slice("a", policy=RANGE), objs=(memory("100Gi", "big"),))
+    decision = run(policy, claim_pod("big"), cluster=cluster)
+    found = [v for v in decision.violations if v.rule == "claim-capacity-unsatisfiable"]
+    assert found and found[0].path == "spec.resourceClaims[0]" and "in big devices.requests[0]" in found[0].message
+
+
+def test_the_waste_report_uses_what_the_device_really_allocates():
+    from pathlib import Path
+
+    from webhook.policy import load_policy
+
+    dra = load_policy(Path("examples/dra-policy"))
+    notebook = pod(intent("dev", gpu_memory="1Gi"), [container(limits={"cpu": "1", "memory": "2Gi"})])
+    plain = run(dra, notebook)
+    assert plain.waste is not None and plain.waste.device_bytes == 1 * GIB
+    step = {"default": "2Gi", "validRange": {"min": "2Gi", "max": "24Gi", "step": "2Gi"}}
+    cluster = with_slices(resource_slice("a10", policy=step, value="24Gi"))
+    rounded = run(dra, notebook, cluster=cluster)
+    assert rounded.waste is not None and rounded.waste.device_bytes == 2 * GIB
+    assert "rounded up to 2Gi" in rounded.waste.device

@@ -45,6 +45,7 @@ def test_every_spec_rule_is_registered_with_its_default_action():
         "malformed-object": None,
         "device-taint-tolerated": "deny",
         "scheduler-claim-forged": "deny",
+        "claim-capacity-unsatisfiable": "deny",
     }
     assert set(RULES) - set(spec) == set(beyond)
     assert {k: RULES[k].default.value for k, v in beyond.items() if v} == {k: v for k, v in beyond.items() if v}

@@ -32,9 +32,11 @@ CONTEXT_KINDS = {
     "ResourceClaimTemplate": "claim_templates",
     "ResourceClaim": "claims",
     "DeviceClass": "device_classes",
+    "ResourceSlice": "resource_slices",
 }
 _MENTION = re.compile(
-    r"""\bkind["']?[ \t]*:[ \t]*["']?(?:Namespace|Node|ResourceClaimTemplate|ResourceClaim|DeviceClass|ComputeDomain)"""
+    r"""\bkind["']?[ \t]*:[ \t]*["']?"""
+    r"""(?:Namespace|Node|ResourceClaimTemplate|ResourceClaim|DeviceClass|ResourceSlice|ComputeDomain)"""
     r"""(?:List)?["']?[ \t]*(?:[,}\r\n#]|$)"""
 )
 
@@ -88,6 +90,8 @@ class ClusterObjects:
     claim_templates: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     claims: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     device_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    resource_slices: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    compute_domains: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     complete: bool = False  # the claim maps are the cluster's (--context given): absent means missing
 
     def add(self, obj: Any, kind: str | None = None) -> str | None:
@@ -107,10 +111,11 @@ class ClusterObjects:
                 if problem:
                     return problem
             return None
-        if kind == "ComputeDomain":  # stands for the channel template its controller creates
+        if kind == "ComputeDomain":  # itself, and the channel template its controller creates
             entry = cluster_entry(obj, self.default_namespace)
             if entry is not None:
                 self.claim_templates[entry[1]] = entry[2]
+                self.compute_domains[(entry[1][0], str(obj["metadata"]["name"]))] = obj
             return None
         target = CONTEXT_KINDS.get(kind)
         if target is None:
@@ -128,6 +133,8 @@ class ClusterObjects:
             self.nodes[name] = obj
         elif target == "device_classes":
             self.device_classes[name] = obj
+        elif target == "resource_slices":
+            self.resource_slices[name] = obj
         else:
             ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.default_namespace
             getattr(self, target)[(ns, name)] = obj
@@ -140,6 +147,8 @@ class ClusterObjects:
         self.claim_templates.update(other.claim_templates)
         self.claims.update(other.claims)
         self.device_classes.update(other.device_classes)
+        self.resource_slices.update(other.resource_slices)
+        self.compute_domains.update(other.compute_domains)
 
     def counts(self) -> dict[str, int]:
         return {
@@ -148,6 +157,8 @@ class ClusterObjects:
             "claimTemplates": len(self.claim_templates),
             "claims": len(self.claims),
             "deviceClasses": len(self.device_classes),
+            "resourceSlices": len(self.resource_slices),
+            "computeDomains": len(self.compute_domains),
         }
 
     def cluster(self) -> Cluster:
@@ -157,6 +168,8 @@ class ClusterObjects:
             claim_templates=MappingProxyType(dict(self.claim_templates)),
             claims=MappingProxyType(dict(self.claims)),
             device_classes=MappingProxyType(dict(self.device_classes)),
+            resource_slices=MappingProxyType(dict(self.resource_slices)),
+            compute_domains=MappingProxyType(dict(self.compute_domains)),
             complete=self.complete,
         )
 

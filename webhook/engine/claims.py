@@ -562,6 +562,7 @@ CLAIM_KINDS = {
     ("resource.k8s.io", "ResourceClaimTemplate"): "claim_templates",
     ("resource.k8s.io", "ResourceClaim"): "claims",
     ("resource.k8s.io", "DeviceClass"): "device_classes",
+    ("resource.k8s.io", "ResourceSlice"): "resource_slices",
 }
 """(API group, kind) -> the ``Cluster`` map it feeds; every served version (v1, v1beta1, v1beta2)."""
 
@@ -585,7 +586,7 @@ def cluster_entry(obj: Any, default_namespace: str = "default") -> tuple[str, An
     ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else default_namespace
     kind = obj.get("kind")
     target = CLAIM_KINDS.get((group, kind)) if isinstance(kind, str) else None
-    if target == "device_classes":
+    if target in ("device_classes", "resource_slices"):  # cluster-scoped
         return target, name, obj
     if target is not None:
         return target, (ns, name), obj

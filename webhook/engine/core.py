@@ -44,6 +44,7 @@ from webhook.engine.workload import Template, classify, dotted, kind_name, proje
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind
 from webhook.policy.model import Isolation
+from webhook.quantity import format_bytes
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
@@ -542,10 +543,16 @@ def _waste(ctx: Context) -> WasteReport | None:
     res = primary.resolution
     devices = primary.judged.effective_devices() or 1
     pods = ctx.gang.size if ctx.gang is not None else 1
+    device, device_bytes = res.device_name, res.device_bytes
+    for claim in primary.judged.claims:  # a slice the devices' request policy rounds up holds more
+        for request in claim.requests:
+            if claim.platform and request.requested_memory is not None and (request.memory or 0) > device_bytes:
+                device_bytes = int(request.memory or 0)
+                device = f"{device}, rounded up to {format_bytes(device_bytes)} by the devices' request policy"
     return WasteReport(
-        device=res.device_name,
+        device=device,
         requested_bytes=int(res.memory) if res.memory is not None else None,
-        device_bytes=res.device_bytes,
+        device_bytes=device_bytes,
         devices=devices,
         pods=max(1, pods),
     )
