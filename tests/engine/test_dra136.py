@@ -332,3 +332,121 @@ def test_the_waste_report_uses_what_the_device_really_allocates():
     rounded = run(dra, notebook, cluster=cluster)
     assert rounded.waste is not None and rounded.waste.device_bytes == 2 * GIB
     assert "rounded up to 2Gi" in rounded.waste.device
+
+
+# --- ComputeDomains -----------------------------------------------------------------------------------
+
+from tests.engine.helpers import vcjob  # noqa: E402
+from tests.engine.upstream_dra import COMPUTE_DOMAIN_API  # noqa: E402
+from webhook.engine.claims import cluster_entry  # noqa: E402
+
+
+def domain(name: str, num_nodes: int | None = None) -> dict:
+    spec: dict = {"channel": {"resourceClaimTemplate": {"name": f"{name}-channel"}}}
+    if num_nodes is not None:
+        spec["numNodes"] = num_nodes
+    return {"apiVersion": COMPUTE_DOMAIN_API, "kind": "ComputeDomain", "metadata": {"name": name, "namespace": NS},
+            "spec": spec}  # fmt: skip
+
+
+def with_domains(*domains: dict, users: dict | None = None) -> Cluster:
+    templates = {}
+    for d in domains:
+        _, key, tpl = cluster_entry(d)
+        templates[key] = tpl
+    return Cluster(
+        claim_templates=templates,
+        compute_domains={(NS, d["metadata"]["name"]): d for d in domains},
+        domain_users=users or {},
+        complete=True,
+    )
+
+
+def task(name: str, replicas: int, channel: str | None, gpus: int = 8) -> dict:
+    spec: dict = {"restartPolicy": "OnFailure", "containers": [container(resources={"claims": [{"name": "imex"}]})]}
+    if channel is None:
+        spec["containers"] = [container()]
+    else:
+        spec["resourceClaims"] = [{"name": "imex", "resourceClaimTemplateName": channel}]
+    meta = intent("training", gpus=gpus)
+    return {"name": name, "replicas": replicas, "template": {"metadata": meta, "spec": spec}}
+
+
+def gang(*tasks: dict, name: str = "train-nvl") -> dict:
+    total = sum(t["replicas"] for t in tasks)
+    return vcjob(name=name, min_available=total, tasks=list(tasks))
+
+
+def cd_rules(decision) -> list[str]:
+    return [v.rule for v in decision.violations if v.rule.startswith("compute-domain")]
+
+
+def test_a_gang_on_one_compute_domain_is_admitted(policy):
+    cluster = with_domains(domain("nvl-a", num_nodes=2))
+    decision = run(policy, gang(task("master", 1, "nvl-a-channel"), task("worker", 1, "nvl-a-channel")),
+                   training=True, cluster=cluster)  # fmt: skip
+    assert cd_rules(decision) == [], [v.render() for v in decision.violations]
+
+
+def test_pods_of_one_gang_naming_different_domains_or_none_are_denied(policy):
+    cluster = with_domains(domain("nvl-a"), domain("nvl-b"))
+    mixed = run(policy, gang(task("master", 1, "nvl-a-channel"), task("worker", 2, "nvl-b-channel")),
+                training=True, cluster=cluster)  # fmt: skip
+    (v,) = [v for v in mixed.violations if v.rule == "compute-domain-invalid"]
+    assert "use ComputeDomain nvl-a's channel template (nvl-a-channel)" in v.message and "nvl-b" in v.message
+    assert v.path == "spec.tasks[1].template.spec.resourceClaims[0]" and not mixed.allowed
+    missing = run(policy, gang(task("master", 1, "nvl-a-channel"), task("worker", 2, None)),
+                  training=True, cluster=cluster)  # fmt: skip
+    (v,) = [v for v in missing.violations if v.rule == "compute-domain-invalid"]
+    assert "holds GPUs but no channel" in v.message and v.path == "spec.tasks[1].template.spec.resourceClaims"
+
+
+def test_two_gangs_do_not_share_a_domain(policy):
+    cluster = with_domains(domain("nvl-a"), users={(NS, "nvl-a"): frozenset({"Job/other-run", "Job/train-nvl"})})
+    decision = run(policy, gang(task("worker", 2, "nvl-a-channel")), training=True, cluster=cluster)
+    (v,) = [v for v in decision.violations if v.rule == "compute-domain-invalid"]
+    assert "also claimed by Job/other-run" in v.message and "train-nvl" not in v.message.split("claimed by")[1]
+    # a LeaderWorkerSet makes one gang per group: replicas 2 would share the domain
+    lws = {
+        "apiVersion": "leaderworkerset.x-k8s.io/v1",
+        "kind": "LeaderWorkerSet",
+        "metadata": {"name": "serve-nvl"},
+        "spec": {
+            "replicas": 2,
+            "leaderWorkerTemplate": {
+                "size": 2,
+                "workerTemplate": task("w", 1, "nvl-a-channel")["template"],
+            },
+        },
+    }
+    groups = run(policy, lws, training=True, cluster=with_domains(domain("nvl-a")))
+    assert any("makes 2 gangs" in v.message for v in groups.violations if v.rule == "compute-domain-invalid")
+    lws["spec"]["replicas"] = 1
+    one = run(policy, lws, training=True, cluster=with_domains(domain("nvl-a")))
+    assert cd_rules(one) == []
+
+
+def test_the_gang_fits_the_pools_nvlink_domain(policy):
+    from pathlib import Path
+
+    text = Path("policies/default.yaml").read_text().replace(
+        "      adoptAs: training", "      nvlinkDomainNodes: 2\n      adoptAs: training", 1
+    )
+    nvl = load_policy_texts([("default.yaml", text)])
+    cluster = with_domains(domain("nvl-a"))
+    fits = run(nvl, gang(task("worker", 2, "nvl-a-channel")), training=True, cluster=cluster)
+    assert cd_rules(fits) == []
+    big = run(nvl, gang(task("worker", 3, "nvl-a-channel")), training=True, cluster=cluster)
+    (v,) = [v for v in big.violations if v.rule == "compute-domain-invalid"]
+    assert v.message.startswith("ask for at most 16 GPUs in the gang: it needs 3 nodes of pool train-h100")
+
+
+def test_num_nodes_that_does_not_match_the_gang_is_a_warning(policy):
+    for num, warned in ((2, False), (4, True), (1, True)):
+        cluster = with_domains(domain("nvl-a", num_nodes=num))
+        decision = run(policy, gang(task("worker", 2, "nvl-a-channel")), training=True, cluster=cluster)
+        found = [v for v in decision.violations if v.rule == "compute-domain-num-nodes"]
+        assert bool(found) == warned, num
+        if found:
+            assert found[0].action.value == "warn" and "compute-domain-invalid" not in rules(decision)
+            assert f"it says {num}" in found[0].message

@@ -46,6 +46,8 @@ def test_every_spec_rule_is_registered_with_its_default_action():
         "device-taint-tolerated": "deny",
         "scheduler-claim-forged": "deny",
         "claim-capacity-unsatisfiable": "deny",
+        "compute-domain-invalid": "deny",
+        "compute-domain-num-nodes": "warn",
     }
     assert set(RULES) - set(spec) == set(beyond)
     assert {k: RULES[k].default.value for k, v in beyond.items() if v} == {k: v for k, v in beyond.items() if v}

@@ -123,6 +123,7 @@ class PodClaim:
     unresolved: str | None = None  # why it could not be resolved (no template, no claim)
     platform: bool = False  # one of the policy's own templates
     sharing: str | None = None  # opaque config sharing strategy (TimeSlicing, MPS)
+    compute_domain: str | None = None  # the ComputeDomain whose channel template this is (multi-node NVLink)
 
     @property
     def ref(self) -> str:
@@ -274,7 +275,19 @@ class ClaimResolver:
             self._requests(claim_spec),
             platform=platform,
             sharing=_sharing(claim_spec),
+            compute_domain=self.compute_domain(template) if template is not None else None,
         )
+
+    def compute_domain(self, template: str) -> str | None:
+        """The ComputeDomain (of this namespace) whose controller makes ``template``, its IMEX channel."""
+        if self._domains is None:
+            index = {}
+            for (ns, domain), obj in self.cluster.compute_domains.items():
+                channel = _map(_map(_map(_map(obj).get("spec")).get("channel")).get("resourceClaimTemplate"))
+                if isinstance(channel.get("name"), str) and channel["name"]:
+                    index[(ns, channel["name"])] = domain
+            self._domains = index
+        return self._domains.get((self.namespace, template))
 
     def requests(self, claim_spec: Mapping[str, Any]) -> tuple[ClaimRequest, ...]:
         """The GPU requests of a ResourceClaimSpec (a claim's ``spec``, a template's ``spec.spec``)."""

@@ -4,6 +4,7 @@ from webhook.engine.rules import (  # noqa: F401
     capacity,
     claim_marker,
     claims,
+    compute_domain,
     device_taints,
     gang,
     hygiene,
