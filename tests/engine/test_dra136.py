@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from tests.engine.helpers import container, intent, pod, rules, run
 from tests.engine.test_dra import claim_pod, cluster_of, exactly, rct
+from webhook.engine.resources import SHARED, WHOLE
 
 NS = "team-a"
 
@@ -450,3 +451,31 @@ def test_num_nodes_that_does_not_match_the_gang_is_a_warning(policy):
         if found:
             assert found[0].action.value == "warn" and "compute-domain-invalid" not in rules(decision)
             assert f"it says {num}" in found[0].message
+
+
+# --- extended resources a DeviceClass maps, on a DRA cluster ------------------------------------------
+
+
+def test_nvidia_gpu_counts_through_the_device_class_that_maps_it_on_a_dra_cluster(policy):
+    from pathlib import Path
+
+    from webhook.engine.resources import inspect_pod
+    from webhook.policy import load_policy
+
+    dra = load_policy(Path("examples/dra-policy"))
+    raw = pod(None, [container(limits={"nvidia.com/gpu": "2"})])
+
+    def held(pol, *classes):
+        cluster = cluster_of(*classes)
+        return inspect_pod(raw["spec"], gpu_prefixes=pol.gpu_prefixes, rdma=pol.rdma_resources,
+                           claims=ClaimResolver(pol, cluster, NS))  # fmt: skip
+
+    whole = device_class("gpu.nvidia.com", "gpu.nvidia.com", extendedResourceName="nvidia.com/gpu")
+    found = held(dra, whole)
+    assert found.gpu_families == {WHOLE} and found.effective_devices() == 2
+    # served by the DRA driver through the class (placement: the DRA pools serving it, or a device plugin)
+    assert found.mapped == {"nvidia.com/gpu": ("class", "gpu.nvidia.com", "gpu.nvidia.com", "whole")}
+    shared = device_class("shared.example.com", "hami-core-gpu.project-hami.io", extendedResourceName="nvidia.com/gpu")
+    assert held(dra, shared).gpu_families == {SHARED}  # what the cluster's class hands out, not the name
+    # a policy that names no DRA pool keeps the device-plugin reading (the default policy, the corpus)
+    assert held(policy, shared).gpu_families == {WHOLE} and held(policy, shared).mapped == {}

@@ -215,6 +215,16 @@ class ClaimResolver:
             return None
         return name, self.device_class(name)
 
+    def mapped_in_cluster(self, resource: str) -> bool:
+        """A DeviceClass object of the cluster view maps ``resource`` (``extendedResourceName``) and the
+        policy says which pools run DRA (``dra:`` blocks): on such a cluster ``nvidia.com/gpu`` is served,
+        and counted, through that class. A policy naming no DRA pool keeps device-plugin names as they are."""
+        if not self.policy.dra.pool_classes:
+            return False
+        if self._mapped is None:
+            self.extended_class(resource)
+        return resource in (self._mapped or {})
+
     def extended_family(self, resource: str) -> str | None:
         """The family of an extended resource a DeviceClass serves (None: no class maps it)."""
         found = self.extended_class(resource)
