@@ -479,3 +479,17 @@ def test_nvidia_gpu_counts_through_the_device_class_that_maps_it_on_a_dra_cluste
     assert held(dra, shared).gpu_families == {SHARED}  # what the cluster's class hands out, not the name
     # a policy that names no DRA pool keeps the device-plugin reading (the default policy, the corpus)
     assert held(policy, shared).gpu_families == {WHOLE} and held(policy, shared).mapped == {}
+
+
+def test_the_policys_own_device_taints_are_known():
+    from pathlib import Path
+
+    text = Path("policies/default.yaml").read_text() + (
+        "\n  deviceTaints:\n    example.com/reserved: {effect: NoSchedule}\n    example.com/info: {effect: None}\n"
+    )
+    custom = load_policy_texts([("default.yaml", text)])
+    assert custom.device_taints["example.com/reserved"] == "NoSchedule"
+    info = evaluate(custom, tolerating({"key": "example.com/info", "operator": "Exists"}), namespace=NS)
+    assert info.violations == ()
+    (v,) = evaluate(custom, tolerating({"key": "example.com/reserved", "operator": "Exists"}), namespace=NS).violations
+    assert "example.com/reserved (NoSchedule" in v.message
