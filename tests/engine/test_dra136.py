@@ -493,3 +493,12 @@ def test_the_policys_own_device_taints_are_known():
     assert info.violations == ()
     (v,) = evaluate(custom, tolerating({"key": "example.com/reserved", "operator": "Exists"}), namespace=NS).violations
     assert "example.com/reserved (NoSchedule" in v.message
+
+
+def test_a_claim_in_an_unknown_namespace_gets_no_entitlement():
+    custom = allowing_policy("pool")  # '*' on the training pool: everyone-else may tolerate anything
+    assert evaluate(custom, tolerating(BLANKET), namespace=NS).violations == ()
+    unknown = Cluster(unknown_namespaces=frozenset({NS}))
+    assert [v.rule for v in evaluate(custom, tolerating(BLANKET), namespace=NS, cluster=unknown).violations] == [
+        "device-taint-tolerated"
+    ]

@@ -93,7 +93,8 @@ def decide(
         operation=operation,
         namespace=namespace,
         namespace_labels=namespace_labels,
-        entitlement=policy.entitlement(namespace_labels),
+        # a namespace the edge could not find has no entitlement (never the catch-all's)
+        entitlement=None if namespace in cluster.unknown_namespaces else policy.entitlement(namespace_labels),
         requester=requester,
         cluster=cluster,
         trace=trace,
