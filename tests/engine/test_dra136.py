@@ -3,6 +3,7 @@ consumable capacity, ComputeDomains. Upstream names come from ``tests/engine/ups
 
 from __future__ import annotations
 
+from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, pod, rules, run
 from tests.engine.test_dra import claim_pod, cluster_of, exactly, rct
 from webhook.engine.resources import SHARED, WHOLE
@@ -152,9 +153,8 @@ ALLOWING = """
 
 
 def allowing_policy(where: str):
-    from pathlib import Path
 
-    text = Path("policies/default.yaml").read_text()
+    text = (POLICIES / "default.yaml").read_text()
     if where == "class":
         text = text.replace(
             "      priorityClassName: gpu-training\n",
@@ -428,9 +428,8 @@ def test_two_gangs_do_not_share_a_domain(policy):
 
 
 def test_the_gang_fits_the_pools_nvlink_domain(policy):
-    from pathlib import Path
 
-    text = Path("policies/default.yaml").read_text().replace(
+    text = (POLICIES / "default.yaml").read_text().replace(
         "      adoptAs: training", "      nvlinkDomainNodes: 2\n      adoptAs: training", 1
     )
     nvl = load_policy_texts([("default.yaml", text)])
@@ -482,9 +481,8 @@ def test_nvidia_gpu_counts_through_the_device_class_that_maps_it_on_a_dra_cluste
 
 
 def test_the_policys_own_device_taints_are_known():
-    from pathlib import Path
 
-    text = Path("policies/default.yaml").read_text() + (
+    text = (POLICIES / "default.yaml").read_text() + (
         "\n  deviceTaints:\n    example.com/reserved: {effect: NoSchedule}\n    example.com/info: {effect: None}\n"
     )
     custom = load_policy_texts([("default.yaml", text)])
