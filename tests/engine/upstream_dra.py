@@ -45,6 +45,9 @@ NVIDIA_TAINTS = {
 # Device.allowMultipleAllocations ("The Device must have allowMultipleAllocations set to true in order
 # to set a requestPolicy"); ExactDeviceRequest.capacity.requests (CapacityRequirements).
 REQUEST_POLICY_FIELDS = ("default", "validValues", "validRange")
+# ResourceClaim.spec: "The spec is immutable."; ResourceClaimTemplate.spec: "This field is immutable."
+# (ResourceClaimTemplateSpec.metadata "may contain labels and annotations that will be copied into the
+# ResourceClaim"): so an UPDATE can add the marker only to a claim's own metadata.
 RANGE_FIELDS = ("min", "max", "step")
 
 # NVIDIA/k8s-dra-driver-gpu: ComputeDomain (api/nvidia.com/resource/v1beta1, group resource.nvidia.com):

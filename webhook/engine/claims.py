@@ -11,6 +11,10 @@ holds no GPU, and only a class that is not known at all is judged as a GPU.
 
 What comes out is the worst case a rule must judge: the largest count and memory of any alternative,
 and every family any alternative may allocate (placement and ``privileged-gpu`` must hold for each).
+The Kubernetes 1.36 parts are normalised here too, so rules read data, not manifests: each request's
+device-taint tolerations, its capacity requests with what the devices of the cluster view's
+ResourceSlices will really consume for them (request policies round up), and, for a ComputeDomain's
+channel template, the domain it belongs to.
 A claim that cannot be resolved is kept as *unresolved*: rules treat it as a GPU the webhook cannot
 size (``claim-unresolved`` warns), never as "not a GPU".
 """
