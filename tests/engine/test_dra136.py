@@ -500,3 +500,34 @@ def test_a_claim_in_an_unknown_namespace_gets_no_entitlement():
     assert [v.rule for v in evaluate(custom, tolerating(BLANKET), namespace=NS, cluster=unknown).violations] == [
         "device-taint-tolerated"
     ]
+
+
+def test_hostile_claim_shapes_and_slices_never_raise(policy):
+    slices = {
+        "s": {"spec": {"driver": "gpu.nvidia.com", "devices": [
+            {"capacity": {5: {"value": "x", "requestPolicy": {"validValues": "no"}}}},
+            "junk",
+            {"basic": []},
+            {"allowMultipleAllocations": True, "capacity": {"memory": {
+                "value": "8Gi", "requestPolicy": {"validRange": {"min": [], "step": "-1", "max": {}}},
+            }}},
+        ]}},
+        "t": {"spec": "x"},
+        "u": [],
+    }  # fmt: skip
+    odd = {"exactly": {"deviceClassName": "gpu.nvidia.com", "tolerations": "x", "capacity": {"requests": {5: "1Gi"}}}}
+    claims = [
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": {"annotations": ["x"]},
+         "spec": {"devices": {"requests": "x"}}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim", "metadata": [],
+         "spec": {"devices": {"requests": [odd, {"firstAvailable": "x"},
+                                           {"firstAvailable": [1, {"deviceClassName": 3, "tolerations": [1]}]}]}}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate", "spec": "x"},
+    ]  # fmt: skip
+    cluster = Cluster(resource_slices=slices)
+    for obj in claims:
+        decision = evaluate(policy, obj, cluster=cluster, operation="UPDATE", old_object=claims[0])
+        assert decision.violations == ()
+    # a readable device still judges: 100Gi is more than the only readable card's 8Gi
+    (v,) = evaluate(policy, memory("100Gi"), namespace=NS, cluster=cluster).violations
+    assert v.message.startswith("ask for at most 8Gi") and "1 device(s)" in v.message

@@ -436,8 +436,10 @@ class ClaimResolver:
             where = f"{at}.capacity.requests[{name}]"
             consumed, largest, devices = [], [], 0
             for shared, capacity in self._device_capacities(driver, str(name)):
-                devices += 1
                 amount, top = _consumed(requested, capacity, shared)
+                if top is None:
+                    continue  # a capacity without a readable value says nothing about this device
+                devices += 1
                 if amount is not None:
                     consumed.append(amount)
                 if top is not None:
@@ -469,7 +471,8 @@ class ClaimResolver:
                     device = _map(device)
                     body = _map(device.get("basic")) or device  # v1beta1 wraps the device in ``basic``
                     shared = body.get("allowMultipleAllocations") is True
-                    for key, capacity in _map(body.get("capacity")).items():
+                    for raw_key, capacity in _map(body.get("capacity")).items():
+                        key = str(raw_key)  # YAML may give a number
                         qualified = key if "/" in key else f"{slice_driver}/{key}"
                         index.setdefault(qualified, []).append((shared, _map(capacity)))
                         index.setdefault(f"*/{key.rpartition('/')[2]}", []).append((shared, _map(capacity)))

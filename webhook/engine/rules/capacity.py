@@ -14,6 +14,8 @@ from webhook.quantity import format_bytes
 
 def amount(ask: CapacityAsk, value: object) -> str:
     """Bytes for memory, the plain number for anything else (cores, shares)."""
+    if value is None:
+        return "?"
     number = value if isinstance(value, Fraction) else Fraction(str(value))
     if ask.name.rpartition("/")[2] == "memory" and number.denominator == 1:
         return format_bytes(int(number))
