@@ -47,6 +47,8 @@ RESOURCES = {
     ("ray.io/v1", "RayCluster"): ("ray.io", "v1", "rayclusters"),
     ("ray.io/v1", "RayJob"): ("ray.io", "v1", "rayjobs"),
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+    ("resource.k8s.io/v1", "ResourceClaim"): ("resource.k8s.io", "v1", "resourceclaims"),
+    ("resource.k8s.io/v1", "ResourceClaimTemplate"): ("resource.k8s.io", "v1", "resourceclaimtemplates"),
 }
 
 
@@ -99,6 +101,7 @@ class Webhook:
         operation: str = "CREATE",
         old: dict[str, Any] | None = None,
         resource: tuple[str, str, str] | None = None,
+        user_info: dict[str, Any] | None = None,
     ) -> Outcome:
         group, version, res = resource or resource_of(obj) or ("", "", "")
         request = {
@@ -108,6 +111,8 @@ class Webhook:
             "namespace": (obj.get("metadata") or {}).get("namespace", "default"),
             "name": (obj.get("metadata") or {}).get("name", ""),
         }
+        if user_info is not None:
+            request["userInfo"] = user_info
         activation = {
             "object": celpy.json_to_cel(prune_nulls(obj)),
             "oldObject": celpy.json_to_cel(prune_nulls(old) if old is not None else None),

@@ -206,7 +206,13 @@ OPERATOR_KINDS = {
     ("ray.io", "rayservices"),
     ("trainer.kubeflow.org", "trainjobs"),
 }
-VALIDATED_KINDS = {("batch.volcano.sh", "cronjobs"), ("trainer.kubeflow.org", "trainingruntimes")}
+VALIDATED_KINDS = {
+    ("batch.volcano.sh", "cronjobs"),
+    ("trainer.kubeflow.org", "trainingruntimes"),
+    # DRA claims on their own: the scheduler's marker, device-taint tolerations, capacity requests
+    ("resource.k8s.io", "resourceclaims"),
+    ("resource.k8s.io", "resourceclaimtemplates"),
+}
 MUTATING_RULES = {("", "pods", "CREATE"), ("batch", "jobs", "CREATE"), ("batch.volcano.sh", "jobs", "CREATE")} | {
     (g, r, "CREATE") for g, r in OPERATOR_KINDS
 }

@@ -37,6 +37,15 @@ def webhooks() -> dict[str, Webhook]:
 def gpu_relevant(obj: dict[str, Any], policy) -> bool:
     """The engine's notion, independent of the CEL: intent label anywhere it reads it, or GPU resources."""
     key = policy.keys.workload
+    if obj.get("apiVersion", "").startswith("resource.k8s.io/"):  # a claim object: what its rules read
+        spec = obj.get("spec") or {}
+        spec = spec.get("spec") or {} if obj["kind"] == "ResourceClaimTemplate" else spec
+        alternatives = [
+            a
+            for r in (spec.get("devices") or {}).get("requests") or []
+            for a in ([r["exactly"]] if "exactly" in r else r.get("firstAvailable") or [])
+        ]
+        return any("tolerations" in a or "capacity" in a for a in alternatives)
     kind = classify(obj)
     assert kind is not None
     metas = [obj.get("metadata") or {}]
@@ -633,3 +642,70 @@ def test_the_cel_forwards_every_cpu_template_the_engine_judges(webhooks, policy)
             assert webhooks["validating"].decide(obj) == CALL, obj["spec"]
 
     forwarded()
+
+
+# --- DRA claims on their own ---------------------------------------------------------------------------
+
+MARKER = "resource.kubernetes.io/extended-resource-claim"
+
+
+def _claim(kind: str = "ResourceClaim", *, marker: bool = False, **exactly: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", **exactly}}]}
+    }
+    obj: dict[str, Any] = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": kind,
+        "metadata": {"name": "c", "namespace": "team-a"},
+        "spec": spec if kind == "ResourceClaim" else {"spec": spec},
+    }
+    if marker:
+        annotations = {MARKER: "true"}
+        if kind == "ResourceClaim":
+            obj["metadata"]["annotations"] = annotations
+        else:
+            obj["spec"]["metadata"] = {"annotations": annotations}
+    return obj
+
+
+ALICE = {"username": "alice", "groups": ["system:authenticated"]}
+SCHEDULER = {"username": "system:kube-scheduler", "groups": ["system:authenticated"]}
+
+
+@pytest.mark.parametrize("kind", ["ResourceClaim", "ResourceClaimTemplate"])
+def test_claims_reach_validate_only_when_there_is_something_to_judge(webhooks, kind):
+    val = webhooks["validating"]
+    assert not webhooks["mutating"].matches_rules("resource.k8s.io", resource_of(_claim(kind))[2], "CREATE")
+    assert val.decide(_claim(kind), user_info=ALICE) == SKIP  # the usual claim: nothing to judge
+    assert val.decide(_claim(kind, marker=True), user_info=ALICE) == CALL
+    assert val.decide(_claim(kind, tolerations=[{"operator": "Exists"}]), user_info=ALICE) == CALL
+    assert val.decide(_claim(kind, capacity={"requests": {"memory": "4Gi"}}), user_info=ALICE) == CALL
+    sub = _claim(kind)
+    spec = sub["spec"] if kind == "ResourceClaim" else sub["spec"]["spec"]
+    spec["devices"]["requests"][0] = {
+        "name": "gpu",
+        "firstAvailable": [{"name": "a", "deviceClassName": "gpu.nvidia.com", "tolerations": [{"key": "k"}]}],
+    }
+    assert val.decide(sub, user_info=ALICE) == CALL
+    # the scheduler's own claims never depend on the webhook
+    assert val.decide(_claim(kind, marker=True), user_info=SCHEDULER) == SKIP
+    # UPDATE: only a marker the update adds (controllers' finalizer writes never reach it)
+    marked = _claim(kind, marker=True)
+    assert val.decide(marked, operation="UPDATE", old=_claim(kind), user_info=ALICE) == CALL
+    again = copy.deepcopy(marked)
+    again["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
+    assert val.decide(again, operation="UPDATE", old=marked, user_info=ALICE) == SKIP
+    assert val.decide(_claim(kind, tolerations=[{"operator": "Exists"}]), operation="UPDATE", old=_claim(kind)) == SKIP
+
+
+def test_the_claim_condition_agrees_with_the_engine(webhooks, policy):
+    # whatever the engine would find in a claim object, the CEL forwards (no user escapes by shape)
+    val = webhooks["validating"]
+    for obj in (
+        _claim(marker=True),
+        _claim("ResourceClaimTemplate", marker=True),
+        _claim(tolerations=[{"operator": "Exists"}]),
+        _claim("ResourceClaimTemplate", tolerations=[{"key": "gpu.nvidia.com/xid", "operator": "Exists"}]),
+    ):
+        assert evaluate(policy, obj, namespace="team-a").violations
+        assert val.decide(obj, user_info=ALICE) == CALL

@@ -64,6 +64,11 @@ def test_webhook_service_account(rendered):
         for r in ("resourceclaimtemplates", "resourceclaims", "deviceclasses")
         for v in ("get", "list", "watch")
     }
+    expected |= {  # device capacity request policies, and NVIDIA's ComputeDomains (list/watch only)
+        ("cluster", g, r, v, "")
+        for g, r in (("resource.k8s.io", "resourceslices"), ("resource.nvidia.com", "computedomains"))
+        for v in ("list", "watch")
+    }
     expected |= {
         ("cluster", "admissionregistration.k8s.io", r, v, n)
         for r, n in WEBHOOK_CONFIGS.items()

@@ -217,11 +217,20 @@ def test_a_cluster_device_class_is_recognised_by_its_driver(policy):
     nic = copy.deepcopy(mig_class)
     nic["metadata"]["name"] = "nic.example.com"
     nic["spec"]["selectors"][0]["cel"]["expression"] = "device.driver == 'sriov.example.com'"
+    vague = copy.deepcopy(mig_class)
+    vague["metadata"]["name"] = "vague.example.com"
+    vague["spec"]["selectors"][0]["cel"]["expression"] = "device.attributes['example.com'].kind == 'x'"
     cluster = cluster_of(
-        mig_class, nic, rct("t", exactly("small-mig.platform.example")), rct("n", exactly("nic.example.com"))
+        mig_class,
+        nic,
+        vague,
+        rct("t", exactly("small-mig.platform.example")),
+        rct("n", exactly("nic.example.com")),
+        rct("v", exactly("vague.example.com")),
     )
     assert devices(policy, claim_pod("t"), cluster).gpu_families == {MIG}
-    assert devices(policy, claim_pod("n"), cluster).gpu_families == {UNRESOLVED}  # unknown driver: cannot tell
+    assert devices(policy, claim_pod("n"), cluster).gpu_families == set()  # a known class of a NIC driver
+    assert devices(policy, claim_pod("v"), cluster).gpu_families == {UNRESOLVED}  # no driver to read: cannot tell
 
 
 def test_extended_resources_mapped_by_a_device_class_count(policy):

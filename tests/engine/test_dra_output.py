@@ -144,7 +144,7 @@ def test_the_example_suite_passes():
         [sys.executable, "-m", "webhook", "policy", "test", str(EXAMPLE)], capture_output=True, text=True
     )
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "PASS: 11 case(s)" in result.stdout
+    assert "PASS: 20 case(s)" in result.stdout
 
 
 def test_a_dra_pool_must_name_a_fitting_device_class(tmp_path):

@@ -34,6 +34,12 @@ def _variant(raw: str = "pin", *, dra_free: bool = False):
     doc = yaml.safe_load(EXAMPLE.read_text())
     spec = doc["spec"]
     spec["settings"]["rawRequests"] = raw
+    # the example's GB200 NVL72 pool (ComputeDomain gangs) is left out: these cases pin the reach of the
+    # inference, dev and training pools, and another pool serving gpu.nvidia.com would join every set
+    spec["pools"].pop("train-nvl72", None)
+    spec["classes"].pop("training-nvl", None)
+    for rule in spec["namespaces"]:
+        rule["classes"] = [c for c in rule["classes"] if c != "training-nvl"]
     if dra_free:
         for pool in spec["pools"].values():
             pool.pop("dra", None)

@@ -38,7 +38,19 @@ def test_every_spec_rule_is_registered_with_its_default_action():
         "scheduling-not-allowed": "deny",
     }
     assert {k: v.default.value for k, v in RULES.items() if k in spec} == spec
-    assert set(RULES) - set(spec) == {"unknown-field", "malformed-object"}
+    # beyond the table: input hygiene, and the Kubernetes 1.36 DRA checks the DRA section asks for
+    # without naming them (device taints, the scheduler's claim marker, capacity, ComputeDomains)
+    beyond = {
+        "unknown-field": None,
+        "malformed-object": None,
+        "device-taint-tolerated": "deny",
+        "scheduler-claim-forged": "deny",
+        "claim-capacity-unsatisfiable": "deny",
+        "compute-domain-invalid": "deny",
+        "compute-domain-num-nodes": "warn",
+    }
+    assert set(RULES) - set(spec) == set(beyond)
+    assert {k: RULES[k].default.value for k, v in beyond.items() if v} == {k: v for k, v in beyond.items() if v}
 
 
 # --- intent-invalid --------------------------------------------------------------------------------

@@ -120,3 +120,64 @@ def test_not_ready_until_every_cache_has_synced_and_the_engine_reads_the_view(po
         objects.stop()
         for server in servers.values():
             server.stop()
+
+
+def test_resource_slices_and_compute_domains_are_watched_and_judged_with(policy):
+    from webhook.engine.claims import cluster_entry
+
+    slices = FakeNamespaceAPI(path=f"{BASE}/resourceslices", list_kind="ResourceSliceList").start()
+    domains = FakeNamespaceAPI(
+        path="/apis/resource.nvidia.com/v1beta1/computedomains", list_kind="ComputeDomainList"
+    ).start()
+    slices.put(
+        {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": "node-1-gpu"},
+            "spec": {"driver": "gpu.nvidia.com", "nodeName": "node-1", "pool": {"name": "node-1"}, "devices": [
+                {"name": "gpu-0", "allowMultipleAllocations": True, "capacity": {"memory": {
+                    "value": "80Gi", "requestPolicy": {"default": "8Gi", "validRange": {"min": "8Gi", "step": "8Gi"}},
+                }}},
+            ]},
+        }
+    )  # fmt: skip
+    cd = {
+        "apiVersion": "resource.nvidia.com/v1beta1",
+        "kind": "ComputeDomain",
+        "metadata": {"name": "nvl-a", "namespace": "team-a"},
+        "spec": {"numNodes": 4, "channel": {"resourceClaimTemplate": {"name": "nvl-a-channel"}}},
+    }
+    caches = {
+        "resourceslices": ObjectWatchCache(lambda: _api(slices.url), "resourceslices", backoff_initial=0.05),
+        "computedomains": ObjectWatchCache(lambda: _api(domains.url), "computedomains", backoff_initial=0.05),
+    }
+    for name in ("resourceclaimtemplates", "resourceclaims", "deviceclasses"):
+        caches[name] = ObjectWatchCache(lambda: _api(slices.url), name, backoff_initial=0.05)  # 404: empty, synced
+    objects = ClaimObjects(caches)
+    try:
+        objects.start()
+        assert objects.wait_synced(10)
+        assert "node-1-gpu" in objects.cluster().resource_slices
+        domains.put(cd)
+        eventually(lambda: ("team-a", "nvl-a") in objects.cluster().compute_domains, what="ADDED ComputeDomain")
+        assert domains.requests[0]["path"] == "/apis/resource.nvidia.com/v1beta1/computedomains"
+        view = objects.cluster()
+        big = {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": "big", "namespace": "team-a"},
+            "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
+                "deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "96Gi"}}}}]}}},
+        }  # fmt: skip
+        (v,) = evaluate(policy, big, namespace="team-a", cluster=view).violations
+        assert v.rule == "claim-capacity-unsatisfiable" and "at most 80Gi" in v.message
+        # the domain is known to the resolver: a pod naming its channel template is matched with it
+        from webhook.engine.claims import ClaimResolver
+
+        channel = cluster_entry(cd)
+        assert channel is not None
+        assert ClaimResolver(policy, view, "team-a").compute_domain("nvl-a-channel") == "nvl-a"
+    finally:
+        objects.stop()
+        slices.stop()
+        domains.stop()

@@ -112,3 +112,25 @@ def test_deny_is_403_forbidden_with_the_message_and_keeps_warnings():
 
 def test_body_limit_is_the_apiservers_3_mib():
     assert MAX_BODY_BYTES == 3 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    ("user_info", "want"),
+    [
+        (
+            {"username": "system:kube-scheduler", "groups": ["system:authenticated"]},
+            ("system:kube-scheduler", ("system:authenticated",)),
+        ),
+        ({"username": "alice", "groups": ["a", 7, None]}, ("alice", ("a",))),  # non-strings dropped
+        ({"username": 12, "groups": "admins"}, ("", ())),  # wrong types: nobody in particular
+        ("alice", None),  # not an object: no requester
+        (None, None),
+    ],
+)
+def test_the_requester_is_read_from_user_info(user_info, want):
+    sent = review({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}})
+    sent["request"]["userInfo"] = user_info
+    requester = parse_review(orjson.dumps(sent)).requester
+    assert (None if requester is None else (requester.username, requester.groups)) == want
+    if requester is not None:
+        assert requester.is_scheduler == (want[0] == "system:kube-scheduler")

@@ -368,6 +368,20 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "template path 'spec.worker[*].template' matches nothing in the sample TrainRun",
         "fix the path",
     ),
+    "device-taint-unknown": (
+        spec(
+            """\
+            pools:
+              a100: {gpuModel: A100-40GB, gpusPerNode: 8, allowedDeviceTaints: [gpu.nvidia.com/unmonitored]}
+            classes:
+              infer: {pools: [a100], allowedDeviceTaints: [example.com/resrved]}
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "allowedDeviceTaints: [example.com/resrved]",
+        "class 'infer' allows device taint 'example.com/resrved', which is neither built in nor declared",
+        "declare it under spec.deviceTaints",
+    ),
 }
 
 

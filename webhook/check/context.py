@@ -32,14 +32,20 @@ CONTEXT_KINDS = {
     "ResourceClaimTemplate": "claim_templates",
     "ResourceClaim": "claims",
     "DeviceClass": "device_classes",
+    "ResourceSlice": "resource_slices",
 }
 _MENTION = re.compile(
-    r"""\bkind["']?[ \t]*:[ \t]*["']?(?:Namespace|Node|ResourceClaimTemplate|ResourceClaim|DeviceClass|ComputeDomain)"""
+    r"""\bkind["']?[ \t]*:[ \t]*["']?"""
+    r"""(?:Namespace|Node|ResourceClaimTemplate|ResourceClaim|DeviceClass|ResourceSlice|ComputeDomain)"""
     r"""(?:List)?["']?[ \t]*(?:[,}\r\n#]|$)"""
 )
 
 
 _MENTION_BYTES = re.compile(_MENTION.pattern.encode())
+_CLAIMANT = re.compile(r"\bresourceClaimTemplateName\b")
+"""A workload naming a claim template: read in the first pass too, to know which gangs claim a
+ComputeDomain's channel (two gangs must not share one)."""
+_CLAIMANT_BYTES = re.compile(_CLAIMANT.pattern.encode())
 
 
 def source_mentions_context(source: Source) -> bool:
@@ -60,18 +66,19 @@ def source_mentions_context(source: Source) -> bool:
     tail = b""
     try:
         while block := stream.read(1 << 20):
-            if _MENTION_BYTES.search(tail + block):
+            if _MENTION_BYTES.search(tail + block) or _CLAIMANT_BYTES.search(tail + block):
                 return True
             tail = block[-80:]
-        return bool(_MENTION_BYTES.search(tail))
+        return bool(_MENTION_BYTES.search(tail) or _CLAIMANT_BYTES.search(tail))
     finally:
         if stream is not source.spool:
             stream.close()
 
 
 def mentions_context(text: str) -> bool:
-    """A cheap pre-filter: only documents that name a context kind are parsed by the first pass."""
-    return _MENTION.search(text) is not None
+    """A cheap pre-filter: only documents that name a context kind (or a claim template) are parsed by
+    the first pass."""
+    return _MENTION.search(text) is not None or _CLAIMANT.search(text) is not None
 
 
 class ContextError(ValueError):
@@ -88,6 +95,10 @@ class ClusterObjects:
     claim_templates: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     claims: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
     device_classes: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    resource_slices: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    compute_domains: dict[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    claimants: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    """(namespace, claim template) -> the workloads (``Kind/name``) of the inputs naming it."""
     complete: bool = False  # the claim maps are the cluster's (--context given): absent means missing
 
     def add(self, obj: Any, kind: str | None = None) -> str | None:
@@ -107,13 +118,15 @@ class ClusterObjects:
                 if problem:
                     return problem
             return None
-        if kind == "ComputeDomain":  # stands for the channel template its controller creates
+        if kind == "ComputeDomain":  # itself, and the channel template its controller creates
             entry = cluster_entry(obj, self.default_namespace)
             if entry is not None:
                 self.claim_templates[entry[1]] = entry[2]
+                self.compute_domains[(entry[1][0], str(obj["metadata"]["name"]))] = obj
             return None
         target = CONTEXT_KINDS.get(kind)
         if target is None:
+            self._claimant(obj, kind)
             return None
         meta = obj.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
@@ -128,10 +141,40 @@ class ClusterObjects:
             self.nodes[name] = obj
         elif target == "device_classes":
             self.device_classes[name] = obj
+        elif target == "resource_slices":
+            self.resource_slices[name] = obj
         else:
             ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.default_namespace
             getattr(self, target)[(ns, name)] = obj
         return None
+
+    def _claimant(self, obj: dict[str, Any], kind: str) -> None:
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        name = meta.get("name") or meta.get("generateName")
+        if not isinstance(name, str) or not name:
+            return
+        ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else self.default_namespace
+        stack: list[Any] = [obj.get("spec")]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                template = node.get("resourceClaimTemplateName")
+                if isinstance(template, str) and template:
+                    self.claimants.setdefault((ns, template), set()).add(f"{kind}/{name}")
+                stack.extend(v for v in node.values() if isinstance(v, dict | list))
+            elif isinstance(node, list):
+                stack.extend(v for v in node if isinstance(v, dict | list))
+
+    def domain_users(self) -> dict[tuple[str, str], frozenset[str]]:
+        """(namespace, ComputeDomain) -> the workloads of the inputs that claim its channel."""
+        out = {}
+        for (ns, domain), obj in self.compute_domains.items():
+            spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
+            channel = ((spec.get("channel") or {}).get("resourceClaimTemplate") or {}).get("name")
+            users = self.claimants.get((ns, channel)) if isinstance(channel, str) else None
+            if users:
+                out[(ns, domain)] = frozenset(users)
+        return out
 
     def update(self, other: ClusterObjects) -> None:
         """``other`` is more authoritative: its entries replace ours of the same key."""
@@ -140,6 +183,10 @@ class ClusterObjects:
         self.claim_templates.update(other.claim_templates)
         self.claims.update(other.claims)
         self.device_classes.update(other.device_classes)
+        self.resource_slices.update(other.resource_slices)
+        self.compute_domains.update(other.compute_domains)
+        for key, users in other.claimants.items():
+            self.claimants.setdefault(key, set()).update(users)
 
     def counts(self) -> dict[str, int]:
         return {
@@ -148,6 +195,8 @@ class ClusterObjects:
             "claimTemplates": len(self.claim_templates),
             "claims": len(self.claims),
             "deviceClasses": len(self.device_classes),
+            "resourceSlices": len(self.resource_slices),
+            "computeDomains": len(self.compute_domains),
         }
 
     def cluster(self) -> Cluster:
@@ -157,6 +206,9 @@ class ClusterObjects:
             claim_templates=MappingProxyType(dict(self.claim_templates)),
             claims=MappingProxyType(dict(self.claims)),
             device_classes=MappingProxyType(dict(self.device_classes)),
+            resource_slices=MappingProxyType(dict(self.resource_slices)),
+            compute_domains=MappingProxyType(dict(self.compute_domains)),
+            domain_users=MappingProxyType(self.domain_users()),
             complete=self.complete,
         )
 

@@ -14,6 +14,7 @@ from webhook.check.context import CONTEXT_KINDS
 from webhook.check.inputs import ReadError, Source
 from webhook.check.old import OldObjects
 from webhook.engine import Decision, evaluate
+from webhook.engine.claim_object import is_claim_object
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.decision import Action
 from webhook.engine.workload import classify
@@ -203,7 +204,8 @@ def _check_object(
             item_path=prefix,
             message=f"not a Kubernetes object ({what}); kubectl apply would reject it",
         )
-    if classify(obj, policy) is None:
+    claim = is_claim_object(obj)  # judged on its own, when it has something to judge
+    if classify(obj, policy) is None and not claim:
         if obj.get("kind") in CONTEXT_KINDS:
             message = f"{obj.get('kind')}: read as cluster context, not judged"
             return CheckResult(file, line, Status.SKIPPED, obj=obj, text=doc.text, item_path=prefix, message=message)
@@ -250,6 +252,9 @@ def _check_object(
             message="no GPU resources and no intent label",
             namespace=ns,
         )
+        if claim:
+            result.message = f"{obj.get('kind')}: read as cluster context, not judged"
+            return result
         lookalike = gpu_lookalike(policy, obj, doc.text)
         if lookalike is not None:  # not hidden: CI shows it on its own line with how to make it judged
             name, path = lookalike

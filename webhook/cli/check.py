@@ -53,8 +53,9 @@ def register(sub: Any) -> None:
         default=[],
         metavar="FILE",
         help="cluster objects the webhook would look up: Namespaces, Nodes, ResourceClaimTemplates, "
-        "ResourceClaims, DeviceClasses (e.g. `kubectl get ns,nodes,resourceclaimtemplates,deviceclasses "
-        "-A -o yaml`); a file or directory, repeatable; wins over the inputs' own such objects",
+        "ResourceClaims, DeviceClasses, ResourceSlices, ComputeDomains (e.g. `kubectl get ns,nodes,"
+        "resourceclaimtemplates,deviceclasses,resourceslices,computedomains -A -o yaml`); a file or directory, "
+        "repeatable; wins over the inputs' own such objects",
     )
     p.add_argument(
         "--exclude",

@@ -5,20 +5,27 @@ ResourceClaim (shared). Neither is in the admission request, so they are looked 
 view the edges pass (``Cluster.claim_templates`` / ``claims``), then among the platform's own templates
 (their content is the policy's). Each request of the claim (``exactly``, or each ``firstAvailable``
 alternative; ``resource.k8s.io/v1`` and the flat ``v1beta1`` form) names a DeviceClass, judged
-through the policy's catalogue, else through a DeviceClass object of the cluster view whose CEL
-selector requires a known GPU driver.
+through the policy's catalogue, else through a DeviceClass object of the cluster view by the driver
+its CEL selector requires: a GPU driver's class is a GPU, any other driver's (a NIC, an FPGA, storage)
+holds no GPU, and only a class that is not known at all is judged as a GPU.
 
 What comes out is the worst case a rule must judge: the largest count and memory of any alternative,
 and every family any alternative may allocate (placement and ``privileged-gpu`` must hold for each).
+The Kubernetes 1.36 parts are normalised here too, so rules read data, not manifests: each request's
+device-taint tolerations, its capacity requests with what the devices of the cluster view's
+ResourceSlices will really consume for them (request policies round up), and, for a ComputeDomain's
+channel template, the domain it belongs to.
 A claim that cannot be resolved is kept as *unresolved*: rules treat it as a GPU the webhook cannot
 size (``claim-unresolved`` warns), never as "not a GPU".
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 from webhook.engine.cluster import Cluster
@@ -30,6 +37,9 @@ from webhook.quantity import GIB, QuantityError, parse_quantity
 
 IMPLICIT_PREFIX = "deviceclass.resource.kubernetes.io/"
 """Every DeviceClass can be asked for as this extended resource (KEP-5004)."""
+EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
+"""The annotation the scheduler puts on the claim it makes for a pod's DRA-backed extended resources
+(KEP-5004; its single valid value is "true"): quota counts that claim through the pod instead."""
 
 Alternative = tuple[str, ...]
 """One way a node can serve a device request (read by ``webhook.engine.reach``):
@@ -44,6 +54,41 @@ _PROFILE = re.compile(r"device\.attributes\[" + _QUOTE + r"\]\.profile\s*==\s*" 
 _CAPACITY = re.compile(
     r"device\.capacity\[" + _QUOTE + r"\]\.memory\.compareTo\(\s*quantity\(\s*" + _QUOTE + r"\s*\)\s*\)\s*>=?\s*0"
 )
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceToleration:
+    """A device-taint toleration of a request that may allocate a GPU (KEP-5055), where it is written."""
+
+    key: str  # "" with Exists: every taint
+    operator: str  # Exists | Equal
+    value: str
+    effect: str  # "" every effect, else NoSchedule | NoExecute
+    at: str  # the field path inside the claim spec: devices.requests[0].exactly.tolerations[1]
+    device_class: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CapacityAsk:
+    """One ``capacity.requests`` entry of a request that may allocate a GPU (KEP-5075), and what the
+    devices the cluster view knows will really consume for it.
+
+    A device that allows multiple allocations rounds a request up to its request policy (below ``min``
+    to ``min``, between steps to the next step, to the next ``validValues`` entry); one that does not
+    is allocated whole if its capacity is large enough. ``allocated`` is the worst case over the devices
+    that can serve the request, ``None`` when none can (or none is known: ``devices`` is 0)."""
+
+    name: str  # as written: memory, or a qualified name
+    requested: Fraction
+    at: str  # devices.requests[0].exactly.capacity.requests[memory]
+    device_class: str
+    devices: int = 0  # devices of the class's driver offering this capacity
+    allocated: Fraction | None = None
+    largest: Fraction | None = None  # the largest amount any of those devices accepts
+
+    @property
+    def unsatisfiable(self) -> bool:
+        return self.devices > 0 and self.allocated is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +110,9 @@ class ClaimRequest:
     """What a node must serve for this request, one alternative of which suffices (the scheduler tries
     ``firstAvailable`` in order); None when the request cannot narrow placement (an alternative the
     webhook cannot tell, or one that is not a GPU and may be served anywhere)."""
+    tolerations: tuple[DeviceToleration, ...] = ()  # of the alternatives that may be GPUs
+    capacity: tuple[CapacityAsk, ...] = ()  # of the alternatives that may be GPUs
+    requested_memory: int | None = None  # bytes as written, when ``memory`` is rounded up by a request policy
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +127,7 @@ class PodClaim:
     unresolved: str | None = None  # why it could not be resolved (no template, no claim)
     platform: bool = False  # one of the policy's own templates
     sharing: str | None = None  # opaque config sharing strategy (TimeSlicing, MPS)
+    compute_domain: str | None = None  # the ComputeDomain whose channel template this is (multi-node NVLink)
 
     @property
     def ref(self) -> str:
@@ -115,6 +164,8 @@ class ClaimResolver:
     cluster: Cluster
     namespace: str
     _mapped: dict[str, str] | None = None
+    _capacities: dict[str, list[tuple[bool, Mapping[str, Any]]]] | None = field(default=None, repr=False)
+    _domains: dict[tuple[str, str], str] | None = field(default=None, repr=False)
 
     # --- device classes ------------------------------------------------------------------------
 
@@ -131,9 +182,11 @@ class ClaimResolver:
         text = " && ".join(str(_map(_map(s).get("cel")).get("expression") or "") for s in _list(spec.get("selectors")))
         extended = spec.get("extendedResourceName") if isinstance(spec.get("extendedResourceName"), str) else None
         driver = _DRIVER.search(text)
-        kind = self.policy.dra.drivers.get(driver.group(1)) if driver else None
-        if kind is None:
-            return None
+        if driver is None:
+            return None  # selects no driver the webhook can read: cannot tell whether it is a GPU
+        kind = self.policy.dra.drivers.get(driver.group(1))
+        if kind is None:  # a known class of a driver that is not a GPU driver (NIC, FPGA, storage)
+            return ClassInfo(name, DeviceClassKind.OTHER, driver.group(1), None, None, extended, "cluster")
         typed = _TYPE.search(text)
         profile = _PROFILE.search(text)
         if (typed is not None and typed.group(2) == "mig") or profile is not None:
@@ -141,7 +194,7 @@ class ClaimResolver:
         return ClassInfo(
             name,
             kind,
-            driver.group(1) if driver else None,
+            driver.group(1),
             profile.group(2) if profile else None,
             None,
             extended,
@@ -165,6 +218,16 @@ class ClaimResolver:
         if name is None:
             return None
         return name, self.device_class(name)
+
+    def mapped_in_cluster(self, resource: str) -> bool:
+        """A DeviceClass object of the cluster view maps ``resource`` (``extendedResourceName``) and the
+        policy says which pools run DRA (``dra:`` blocks): on such a cluster ``nvidia.com/gpu`` is served,
+        and counted, through that class. A policy naming no DRA pool keeps device-plugin names as they are."""
+        if not self.policy.dra.pool_classes:
+            return False
+        if self._mapped is None:
+            self.extended_class(resource)
+        return resource in (self._mapped or {})
 
     def extended_family(self, resource: str) -> str | None:
         """The family of an extended resource a DeviceClass serves (None: no class maps it)."""
@@ -226,26 +289,46 @@ class ClaimResolver:
             self._requests(claim_spec),
             platform=platform,
             sharing=_sharing(claim_spec),
+            compute_domain=self.compute_domain(template) if template is not None else None,
         )
+
+    def compute_domain(self, template: str) -> str | None:
+        """The ComputeDomain (of this namespace) whose controller makes ``template``, its IMEX channel."""
+        if self._domains is None:
+            index = {}
+            for (ns, domain), obj in self.cluster.compute_domains.items():
+                channel = _map(_map(_map(_map(obj).get("spec")).get("channel")).get("resourceClaimTemplate"))
+                if isinstance(channel.get("name"), str) and channel["name"]:
+                    index[(ns, channel["name"])] = domain
+            self._domains = index
+        return self._domains.get((self.namespace, template))
+
+    def requests(self, claim_spec: Mapping[str, Any]) -> tuple[ClaimRequest, ...]:
+        """The GPU requests of a ResourceClaimSpec (a claim's ``spec``, a template's ``spec.spec``)."""
+        return self._requests(claim_spec)
 
     def _requests(self, claim_spec: Mapping[str, Any]) -> tuple[ClaimRequest, ...]:
         devices = _map(claim_spec.get("devices"))
         out = []
-        for request in _list(devices.get("requests")):
+        for index, request in enumerate(_list(devices.get("requests"))):
             if not isinstance(request, dict):
                 continue
+            at = f"devices.requests[{index}]"
             if isinstance(request.get("exactly"), dict):
-                alternatives = [request["exactly"]]
+                alternatives = [(f"{at}.exactly", request["exactly"])]
             elif isinstance(request.get("firstAvailable"), list):
-                alternatives = [a for a in request["firstAvailable"] if isinstance(a, dict)]
+                subs = enumerate(request["firstAvailable"])
+                alternatives = [(f"{at}.firstAvailable[{i}]", a) for i, a in subs if isinstance(a, dict)]
             else:
-                alternatives = [request]  # v1beta1: the request itself names the class
+                alternatives = [(at, request)]  # v1beta1: the request itself names the class
             judged = self._request(str(request.get("name") or ""), alternatives, "firstAvailable" in request)
             if judged is not None:
                 out.append(judged)
         return tuple(out)
 
-    def _request(self, name: str, alternatives: list[dict[str, Any]], sub: bool = False) -> ClaimRequest | None:
+    def _request(
+        self, name: str, alternatives: list[tuple[str, dict[str, Any]]], sub: bool = False
+    ) -> ClaimRequest | None:
         families: set[str] = set()
         classes: set[str] = set()
         unknown: list[str] = []
@@ -254,7 +337,10 @@ class ClaimResolver:
         admin_subs: list[str] = []
         offered: set[Alternative] = set()
         narrows, any_profile = True, False
-        for alt in alternatives:
+        tolerations: list[DeviceToleration] = []
+        asks: list[CapacityAsk] = []
+        written: int | None = None
+        for at, alt in alternatives:
             class_name = alt.get("deviceClassName")
             if not isinstance(class_name, str):
                 continue
@@ -269,6 +355,9 @@ class ClaimResolver:
                 continue
             else:
                 offered.add(class_alternative(class_name, info))
+            tolerations.extend(_tolerations(alt, at, class_name))
+            mine = self._capacity_asks(alt, at, class_name, info)
+            asks.extend(mine)
             selectors = " && ".join(
                 str(_map(_map(s).get("cel")).get("expression") or "") for s in _list(alt.get("selectors"))
             )
@@ -277,6 +366,11 @@ class ClaimResolver:
             if found is not None:
                 profile = found.group(2)
             requested = _capacity(alt)
+            for ask in mine:
+                if ask.name in ("memory", f"{info.driver if info is not None else ''}/memory") and ask.allocated:
+                    if requested is not None and ask.allocated > requested:
+                        written = requested if written is None else max(written, requested)
+                    requested = math.ceil(ask.allocated)  # what the device will really consume
             family = _FAMILY.get(info.kind, WHOLE) if info is not None else UNRESOLVED
             if profile is not None and family != UNRESOLVED:
                 family = MIG
@@ -319,7 +413,73 @@ class ClaimResolver:
             tuple(admin_subs),
             any_profile,
             frozenset(offered) if narrows and offered else None,
+            tuple(tolerations),
+            tuple(asks),
+            written,
         )
+
+    # --- consumable capacity (KEP-5075) ----------------------------------------------------------
+
+    def _capacity_asks(
+        self, alt: Mapping[str, Any], at: str, class_name: str, info: ClassInfo | None
+    ) -> list[CapacityAsk]:
+        requests = _map(_map(alt.get("capacity")).get("requests"))
+        if not requests:
+            return []
+        driver = info.driver if info is not None else None
+        out = []
+        for name, raw in requests.items():
+            try:
+                requested = parse_quantity(raw)
+            except QuantityError:
+                continue  # the apiserver refuses a malformed quantity
+            where = f"{at}.capacity.requests[{name}]"
+            consumed, largest, devices = [], [], 0
+            for shared, capacity in self._device_capacities(driver, str(name)):
+                amount, top = _consumed(requested, capacity, shared)
+                if top is None:
+                    continue  # a capacity without a readable value says nothing about this device
+                devices += 1
+                if amount is not None:
+                    consumed.append(amount)
+                if top is not None:
+                    largest.append(top)
+            out.append(
+                CapacityAsk(
+                    str(name),
+                    requested,
+                    where,
+                    class_name,
+                    devices,
+                    max(consumed) if consumed else None,
+                    max(largest) if largest else None,
+                )
+            )
+        return out
+
+    def _device_capacities(self, driver: str | None, name: str) -> list[tuple[bool, Mapping[str, Any]]]:
+        """(allows multiple allocations, DeviceCapacity) of every device of ``driver`` (every driver when
+        the class's is unknown) that has capacity ``name`` (unqualified names are the driver's)."""
+        if self._capacities is None:
+            index: dict[str, list[tuple[bool, Mapping[str, Any]]]] = {}
+            for obj in self.cluster.resource_slices.values():
+                spec = _map(_map(obj).get("spec"))
+                slice_driver = spec.get("driver")
+                if not isinstance(slice_driver, str):
+                    continue
+                for device in _list(spec.get("devices")):
+                    device = _map(device)
+                    body = _map(device.get("basic")) or device  # v1beta1 wraps the device in ``basic``
+                    shared = body.get("allowMultipleAllocations") is True
+                    for raw_key, capacity in _map(body.get("capacity")).items():
+                        key = str(raw_key)  # YAML may give a number
+                        qualified = key if "/" in key else f"{slice_driver}/{key}"
+                        index.setdefault(qualified, []).append((shared, _map(capacity)))
+                        index.setdefault(f"*/{key.rpartition('/')[2]}", []).append((shared, _map(capacity)))
+            self._capacities = index
+        if driver:
+            return self._capacities.get(name if "/" in name else f"{driver}/{name}", [])
+        return self._capacities.get(f"*/{name.rpartition('/')[2]}", [])
 
 
 def kind_family(kind: DeviceClassKind) -> str | None:
@@ -329,6 +489,65 @@ def kind_family(kind: DeviceClassKind) -> str | None:
 
 def class_alternative(name: str, info: ClassInfo) -> Alternative:
     return ("class", name, info.driver or "", info.kind.value)
+
+
+def _quantity(value: Any) -> Fraction | None:
+    try:
+        return parse_quantity(value)
+    except QuantityError:
+        return None
+
+
+def _consumed(
+    requested: Fraction, capacity: Mapping[str, Any], shared: bool
+) -> tuple[Fraction | None, Fraction | None]:
+    """(what one device consumes for the request, None if it cannot serve it; the largest it accepts).
+
+    The API's rules (resource/v1 ``CapacityRequestPolicy``): ``validValues`` rounds up to the smallest
+    value >= the request; ``validRange`` rounds a request below ``min`` up to ``min`` and between steps
+    up to ``min + n*step``, and refuses one above ``max``; without a policy any amount up to the capacity.
+    A device that does not allow multiple allocations is allocated whole, if it has enough."""
+    value = _quantity(capacity.get("value"))
+    if value is None:
+        return None, None
+    policy = _map(capacity.get("requestPolicy")) if shared else {}
+    values = sorted(v for v in (_quantity(x) for x in _list(policy.get("validValues"))) if v is not None)
+    if values:
+        fits = [v for v in values if v >= requested and v <= value]
+        return (fits[0] if fits else None), min(values[-1], value)
+    span = _map(policy.get("validRange"))
+    if span:
+        low = _quantity(span.get("min")) or Fraction(0)
+        high = _quantity(span.get("max"))
+        high = value if high is None else min(high, value)
+        step = _quantity(span.get("step"))
+        amount = max(requested, low)
+        if step and step > 0:
+            amount = low + math.ceil((amount - low) / step) * step
+        return (amount if amount <= high else None), high
+    if not shared:
+        return (value if requested <= value else None), value
+    return (requested if requested <= value else None), value
+
+
+def _tolerations(alt: Mapping[str, Any], at: str, device_class: str) -> list[DeviceToleration]:
+    out = []
+    for index, item in enumerate(_list(alt.get("tolerations"))):
+        if not isinstance(item, dict):
+            continue
+        key, value, effect = item.get("key"), item.get("value"), item.get("effect")
+        operator = item.get("operator")
+        out.append(
+            DeviceToleration(
+                key if isinstance(key, str) else "",
+                operator if isinstance(operator, str) and operator else "Equal",  # the API's default
+                value if isinstance(value, str) else "",
+                effect if isinstance(effect, str) else "",
+                f"{at}.tolerations[{index}]",
+                device_class,
+            )
+        )
+    return out
 
 
 def _capacity(alt: Mapping[str, Any]) -> int | None:
@@ -373,6 +592,7 @@ CLAIM_KINDS = {
     ("resource.k8s.io", "ResourceClaimTemplate"): "claim_templates",
     ("resource.k8s.io", "ResourceClaim"): "claims",
     ("resource.k8s.io", "DeviceClass"): "device_classes",
+    ("resource.k8s.io", "ResourceSlice"): "resource_slices",
 }
 """(API group, kind) -> the ``Cluster`` map it feeds; every served version (v1, v1beta1, v1beta2)."""
 
@@ -396,7 +616,7 @@ def cluster_entry(obj: Any, default_namespace: str = "default") -> tuple[str, An
     ns = meta.get("namespace") if isinstance(meta.get("namespace"), str) else default_namespace
     kind = obj.get("kind")
     target = CLAIM_KINDS.get((group, kind)) if isinstance(kind, str) else None
-    if target == "device_classes":
+    if target in ("device_classes", "resource_slices"):  # cluster-scoped
         return target, name, obj
     if target is not None:
         return target, (ns, name), obj

@@ -28,6 +28,8 @@ class Cluster:
     - ``nodes``: Node objects, for exact per-node placement judgement;
     - ``claim_templates`` / ``claims``: (namespace, name) -> ResourceClaimTemplate / ResourceClaim;
     - ``device_classes``: name -> DeviceClass;
+    - ``resource_slices``: name -> ResourceSlice (the devices, their capacity and its request policies);
+    - ``compute_domains``: (namespace, name) -> ComputeDomain (NVIDIA's multi-node NVLink domains);
     - ``complete``: whether the claim maps are all there is;
     - ``unknown_namespaces``: namespaces looked up and not found.
     """
@@ -37,6 +39,11 @@ class Cluster:
     claim_templates: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=_empty)
     claims: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=_empty)
     device_classes: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
+    resource_slices: Mapping[str, Mapping[str, Any]] = field(default_factory=_empty)
+    compute_domains: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=_empty)
+    domain_users: Mapping[tuple[str, str], frozenset[str]] = field(default_factory=_empty)
+    """(namespace, ComputeDomain) -> the workloads (``Kind/name``) other than the one judged that claim its
+    channel, when the edge knows them (``check``: its inputs); empty when unknown (the server)."""
     complete: bool = False
     """The claim maps are the whole cluster (a synced watch, ``check --context``): a template that is
     not there does not exist. Otherwise absence only means "not known"."""

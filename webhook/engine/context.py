@@ -6,9 +6,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.engine import reach
-from webhook.engine.claims import ClaimResolver
+from webhook.engine.claims import EXTENDED_RESOURCE_CLAIM, ClaimRequest, ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.intent import Intent
+from webhook.engine.requester import Requester
 from webhook.engine.resolve import Failure, Resolution
 from webhook.engine.resources import PodResources, inspect_pod
 from webhook.engine.workload import Template
@@ -126,6 +127,8 @@ class Context:
     stored: bool = False
     """The rules judge the object as the apiserver will store it (``/validate`` of a CREATE we mutate):
     what our mutation should have set must already be there (``placement-missing``)."""
+    requester: Requester | None = None
+    """Who sent the request (``request.userInfo``); None offline."""
 
     def reach(self, state: TemplateState) -> frozenset[str]:
         """Pools the template as judged (``view``/``judged``) can be bound into: ``webhook.engine.reach``."""
@@ -154,3 +157,45 @@ class Context:
             if state.resolution is not None:
                 return state
         return None
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimObject:
+    """A ResourceClaim or ResourceClaimTemplate admitted on its own, normalised for the rules.
+
+    ``spec_at`` is where its ResourceClaimSpec sits (``spec``; a template's ``spec.spec``), so a rule
+    names the field it judges; ``marker_at`` the annotations the claim will carry (a template's
+    ``spec.metadata`` is copied into the claims made from it)."""
+
+    kind: str
+    name: str
+    spec_at: str
+    requests: tuple[ClaimRequest, ...]
+    annotations: dict[str, Any]
+    marker_at: str
+
+    @property
+    def judged(self) -> bool:
+        """Something here for the claim rules: the scheduler's marker, or tolerations or capacity
+        requests of a request that may allocate GPUs. Any other claim is left alone (not relevant)."""
+        return EXTENDED_RESOURCE_CLAIM in self.annotations or any(r.tolerations or r.capacity for r in self.requests)
+
+
+@dataclass(slots=True)
+class ClaimContext:
+    """What the rules that judge claim objects see (the pod rules' :class:`Context` has templates)."""
+
+    policy: Policy
+    obj: dict[str, Any]
+    claim: ClaimObject
+    operation: str
+    namespace: str
+    namespace_labels: dict[str, str]
+    entitlement: Entitlement | None
+    requester: Requester | None = None
+    cluster: Cluster = EMPTY_CLUSTER
+    trace: list[str] | None = None
+
+    def explain(self, line: str) -> None:
+        if self.trace is not None:
+            self.trace.append(line)

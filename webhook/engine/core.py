@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine import mutations, node_truth, reach, unknown_namespace
+from webhook.engine import claim_object, mutations, node_truth, reach, unknown_namespace
 from webhook.engine.claims import ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.context import Context, Finding, TemplateState
@@ -33,15 +33,18 @@ from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.mutations import gang as gang_step
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.pool_stack import families_on
+from webhook.engine.requester import Requester
 from webhook.engine.resolve import Failure, Resolution, resolve
 from webhook.engine.resources import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.rules import RULES, effective_action
+from webhook.engine.rules.registry import POD
 from webhook.engine.rules.registry import facts as rule_facts
 from webhook.engine.shape import shape_errors
 from webhook.engine.workload import Template, classify, dotted, kind_name, projected, templates
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind
 from webhook.policy.model import Isolation
+from webhook.quantity import format_bytes
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
@@ -60,6 +63,7 @@ def evaluate(
     as_received: bool = False,
     cluster: Cluster = EMPTY_CLUSTER,
     deadline: float | None = None,
+    requester: Requester | None = None,
 ) -> Decision:
     """Decide one object. ``namespace`` defaults to the object's own, then ``default``.
 
@@ -93,7 +97,28 @@ def evaluate(
     ``deadline`` (a ``time.monotonic()`` value) makes evaluation raise
     :class:`~webhook.engine.deadline.DeadlineExceeded` between steps once it has passed; the server
     sets it below the webhook's ``timeoutSeconds`` (see :mod:`webhook.engine.deadline`).
+
+    ``requester`` is who sent the request (the server reads ``request.userInfo``); None offline. Rules
+    about who may write something (the scheduler's claim marker) read it.
+
+    A ResourceClaim or ResourceClaimTemplate is judged on its own (:mod:`webhook.engine.claim_object`).
     """
+    if claim_object.is_claim_object(obj):
+        meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+        claim_ns = str(namespace or meta.get("namespace") or "default")
+        claim_labels = dict(namespace_labels) if namespace_labels is not None else {}
+        claim_labels.setdefault(NAMESPACE_NAME_LABEL, claim_ns)
+        return claim_object.decide(
+            policy,
+            obj,
+            operation=operation,
+            namespace=claim_ns,
+            namespace_labels=claim_labels,
+            old_object=old_object,
+            requester=requester,
+            cluster=cluster,
+            trace=[] if explain else None,
+        )
     kind = classify(obj, policy)
     meta = obj.get("metadata") if isinstance(obj, dict) and isinstance(obj.get("metadata"), dict) else {}
     name = str(meta.get("name") or meta.get("generateName") or "")
@@ -164,6 +189,7 @@ def evaluate(
         states=states,
         trace=trace,
         cluster=cluster,
+        requester=requester,
     )
     if trace is not None:
         ent = ctx.entitlement
@@ -218,6 +244,7 @@ def evaluate(
                 as_received=as_received,
                 cluster=cluster,
                 deadline=deadline,
+                requester=requester,
             )
             violations = _introduced(violations, before.violations, trace)
     emits_patch = operation == "CREATE" and kind.mutate
@@ -492,6 +519,8 @@ def _run_rules(ctx: Context, deadline: float | None = None) -> tuple[Violation, 
     seen: set[tuple[str, str, str]] = set()
     known = rule_facts(ctx) if ctx.trace is None else None  # --explain runs (and reports) every rule
     for rule in RULES.values():
+        if POD not in rule.subjects:
+            continue
         if known is not None and rule.needs and not rule.needs <= known:
             continue
         if deadline is not None:  # (no call at all without one: this loop is on the hot path)
@@ -521,10 +550,16 @@ def _waste(ctx: Context) -> WasteReport | None:
     res = primary.resolution
     devices = primary.judged.effective_devices() or 1
     pods = ctx.gang.size if ctx.gang is not None else 1
+    device, device_bytes = res.device_name, res.device_bytes
+    for claim in primary.judged.claims:  # a slice the devices' request policy rounds up holds more
+        for request in claim.requests:
+            if claim.platform and request.requested_memory is not None and (request.memory or 0) > device_bytes:
+                device_bytes = int(request.memory or 0)
+                device = f"{device}, rounded up to {format_bytes(device_bytes)} by the devices' request policy"
     return WasteReport(
-        device=res.device_name,
+        device=device,
         requested_bytes=int(res.memory) if res.memory is not None else None,
-        device_bytes=res.device_bytes,
+        device_bytes=device_bytes,
         devices=devices,
         pods=max(1, pods),
         shared=res.shared_card,

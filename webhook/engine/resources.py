@@ -404,6 +404,8 @@ def inspect_pod(
                     fam = _family(key, gpu_prefixes, rdma)
                     if fam is None and claims is not None and "/" in key:
                         fam = _mapped_family(claims, key, mapped)
+                    elif fam is not None and claims is not None and claims.mapped_in_cluster(key):
+                        fam = _mapped_family(claims, key, mapped) or fam  # the cluster's class says what it is
                     if fam is not None:
                         fams[key] = fam
             name = container.get("name")

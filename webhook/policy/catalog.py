@@ -55,3 +55,20 @@ BUILTIN_DRA_DRIVERS: dict[str, str] = {
     "hami-core-gpu.project-hami.io": "shared",
     "compute-domain.nvidia.com": "other",
 }
+
+
+# --- DRA device taints (KEP-5055) ----------------------------------------------------------------------
+#
+# The taints NVIDIA's DRA driver puts on unhealthy devices (k8s-dra-driver-gpu
+# cmd/gpu-kubelet-plugin/device_health.go, healthEventToTaint): an XID error (NoSchedule; None for an
+# XID the health monitor deems non-fatal), a lost GPU (NoSchedule), a device it cannot monitor (None,
+# informational). A claim that tolerates a NoSchedule/NoExecute one may be given a broken card; a
+# policy adds its own (reservations, maintenance) under ``spec.deviceTaints``.
+BUILTIN_DEVICE_TAINTS: dict[str, dict[str, str]] = {
+    "gpu.nvidia.com/xid": {"effect": "NoSchedule", "description": "an XID error on the GPU (NVIDIA DRA driver)"},
+    "gpu.nvidia.com/gpu-lost": {"effect": "NoSchedule", "description": "the GPU fell off the bus (NVIDIA DRA driver)"},
+    "gpu.nvidia.com/unmonitored": {
+        "effect": "None",
+        "description": "the driver cannot monitor the GPU's health (informational)",
+    },
+}

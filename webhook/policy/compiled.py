@@ -273,6 +273,9 @@ class Policy:
     """(apiVersion, kind) -> the kind table's row: the built-ins and the policy's ``workloadKinds``."""
     dra: DraCatalogue = field(default_factory=DraCatalogue)
     """DeviceClass catalogue and the platform's ResourceClaimTemplates (``webhook.policy.dra``)."""
+    device_taints: dict[str, str] = field(default_factory=dict)
+    """Device taint key -> its effect (``None``, ``NoSchedule``, ``NoExecute``): the built-in NVIDIA health
+    taints and the policy's ``deviceTaints``."""
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, repr=False)
     """Results of pure functions of this policy and small request facts (see :meth:`recall`)."""
 
@@ -300,7 +303,7 @@ class Policy:
 
     @classmethod
     def compile(cls, spec: PolicySpec, sources: tuple[str, ...] = (), raw: bytes = b"") -> Policy:
-        from webhook.policy.catalog import BUILTIN_GPU_MODELS
+        from webhook.policy.catalog import BUILTIN_DEVICE_TAINTS, BUILTIN_GPU_MODELS
 
         settings = spec.settings or Settings()
         models = {
@@ -350,6 +353,8 @@ class Policy:
             mig_resources={k: tuple(v) for k, v in mig.items()},
             kinds=kind_table(spec.workload_kinds),
             dra=dra,
+            device_taints={k: v["effect"] for k, v in BUILTIN_DEVICE_TAINTS.items()}
+            | {k: v.effect for k, v in spec.device_taints.items()},
         )
 
     # --- entitlement -------------------------------------------------------------------------
@@ -375,6 +380,26 @@ class Policy:
                 if pool not in names:
                     names.append(pool)
         return tuple(names)
+
+    def allowed_device_taints(
+        self, entitlement: Entitlement | None, class_name: str | None = None, pool: str | None = None
+    ) -> frozenset[str]:
+        """Device taint keys a claim may tolerate: the class's and its pool's when the pod has them,
+        else those of every class and pool the namespace is entitled to ('*': a blanket toleration too)."""
+        if entitlement is None:
+            return frozenset()
+        if class_name is not None and class_name in self.classes:
+            keys = set(self.classes[class_name].allowed_device_taints)
+            if pool is not None and pool in self.pools:
+                keys.update(self.pools[pool].spec.allowed_device_taints)
+            return frozenset(keys)
+        keys = set()
+        for cname in entitlement.classes:
+            if cname in self.classes:
+                keys.update(self.classes[cname].allowed_device_taints)
+        for name in self.entitled_pools(entitlement, None):
+            keys.update(self.pools[name].spec.allowed_device_taints)
+        return frozenset(keys)
 
     def is_gpu_resource(self, name: str) -> bool:
         return name.startswith(self.gpu_prefixes)

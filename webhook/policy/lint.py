@@ -70,6 +70,8 @@ WARNING_CODES: dict[str, str] = {
     "unless it exists in the cluster, the API server rejects the class's pods",
     "builtin-kind-overridden": "a `workloadKinds` entry replaces a built-in kind's description",
     "kind-path-unmatched": "a `workloadKinds` template path matches nothing in the entry's `sample`",
+    "device-taint-unknown": "`allowedDeviceTaints` names a device taint that is neither built in nor in "
+    "`spec.deviceTaints`: likely a typo, and the key it meant stays denied",
     "system-critical-allowed": "a class or namespace rule allows `system-node-critical`/`system-cluster-critical`: "
     "scheduling-not-allowed denies them on every GPU pod whatever the list says",
     **MEMORY_CODES,
@@ -269,6 +271,7 @@ def policy_warnings(policy: Policy, nodes: Sequence[Mapping[str, Any]] = ()) -> 
         _priority_class_undefined,
         _system_critical_allowed,
         _workload_kinds,
+        _device_taint_unknown,
     )
     out: list[Warning_] = []
     for check in checks:
@@ -538,6 +541,22 @@ def _mig_single_without_product(policy: Policy) -> Iterator[Warning_]:
             f"but GPU model {pool.spec.gpu_model!r} has no product",
             f"set spec.gpuModels.{pool.spec.gpu_model}.product to the GFD label value (e.g. NVIDIA-A100-SXM4-40GB)",
         )
+
+
+def _device_taint_unknown(policy: Policy) -> Iterator[Warning_]:
+    owners = [("pools", n, p.spec.allowed_device_taints) for n, p in policy.pools.items()]
+    owners += [("classes", n, c.allowed_device_taints) for n, c in policy.classes.items()]
+    for section, name, keys in owners:
+        for index, key in enumerate(keys):
+            if key == "*" or key in policy.device_taints:
+                continue
+            yield Warning_(
+                "device-taint-unknown",
+                (section, name, "allowedDeviceTaints", index),
+                f"{section[:-1].replace('classe', 'class')} {name!r} allows device taint {key!r}, which is neither "
+                "built in nor declared: a typo here leaves the taint it meant denied",
+                f"declare it under spec.deviceTaints ({key}: {{effect: NoSchedule}}) or fix the key",
+            )
 
 
 def _adopt_as_outside_class(policy: Policy) -> Iterator[Warning_]:

@@ -181,18 +181,18 @@ def load_policy_texts(texts: Iterable[tuple[str, str]]) -> Policy:
 # --- merge ---------------------------------------------------------------------------------------
 
 # spec sections whose entries are merged by name across files (a name defined twice is an error)
-_NAMED_SECTIONS = ("gpuModels", "deviceClasses", "pools", "classes", "rules", "priorityClasses")
+_NAMED_SECTIONS = ("gpuModels", "deviceClasses", "deviceTaints", "pools", "classes", "rules", "priorityClasses")
 _SECTION_NOUN = {
     "gpuModels": "GPU model", "deviceClasses": "device class", "pools": "pool", "classes": "class", "rules": "rule",
-    "priorityClasses": "priority class",
+    "priorityClasses": "priority class", "deviceTaints": "device taint",
 }  # fmt: skip
 
 
 def _merge(documents: list[tuple[_Source, PolicyDocument]], issues: list[PolicyIssue]) -> _Merge:
     merge = _Merge()
     spec: dict[str, Any] = {
-        "gpuModels": {}, "deviceClasses": {}, "pools": {}, "classes": {}, "namespaces": [], "rules": {},
-        "priorityClasses": {},
+        "gpuModels": {}, "deviceClasses": {}, "deviceTaints": {}, "pools": {}, "classes": {}, "namespaces": [],
+        "rules": {}, "priorityClasses": {},
     }  # fmt: skip
     for source, doc in documents:
         raw_spec = source.doc.data.get("spec") or {}

@@ -228,6 +228,31 @@ class Taint(Model):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"]
 
 
+DeviceTaintEffect = Literal["None", "NoSchedule", "NoExecute"]
+
+
+class DeviceTaintSpec(Model):
+    """A taint DRA drivers (or the platform) put on devices (KEP-5055), as the webhook judges a claim
+    that tolerates it: tolerating an informational taint (effect ``None``) changes nothing; tolerating one
+    that keeps devices out of service (``NoSchedule``, ``NoExecute``) lets the claim onto them."""
+
+    effect: DeviceTaintEffect = Field(
+        ..., description="None (informational, may be tolerated by key), NoSchedule or NoExecute"
+    )
+    description: str = Field("", description="what the taint means, for the platform team")
+
+
+def _device_taint_key(value: str) -> str:
+    if value == "*":
+        return value
+    if not value:
+        raise ValueError("a device taint key is empty; write '*' to allow a blanket toleration")
+    return _label_key(value)
+
+
+DeviceTaintKey = Annotated[str, AfterValidator(_device_taint_key)]
+
+
 class MigConfig(Model):
     """How the pool's cards are partitioned: by a mig-parted layout name or by profiles (with counts).
 
@@ -356,6 +381,18 @@ class Pool(Model):
     offers: tuple[str, ...] = Field(
         (), description="extended resources the nodes advertise beyond what the pool's stack implies"
     )
+    allowed_device_taints: tuple[DeviceTaintKey, ...] = Field(
+        (),
+        description="device taint keys (DRA, KEP-5055) the pool's tenants may tolerate in their claims; "
+        "'*' also allows a blanket toleration (empty key, Exists)",
+    )
+    nvlink_domain_nodes: int | None = Field(
+        None,
+        ge=1,
+        alias="nvlinkDomainNodes",
+        description="nodes one multi-node NVLink domain (clique) spans, e.g. 18 on a GB200 NVL72 rack: "
+        "a ComputeDomain gang must fit in one",
+    )
 
     @model_validator(mode="after")
     def _consistent(self) -> Pool:
@@ -442,6 +479,11 @@ class WorkloadClass(Model):
     )
     qos: QoS = QoS.ANY
     kueue_queue: str | None = None
+    allowed_device_taints: tuple[DeviceTaintKey, ...] = Field(
+        (),
+        description="device taint keys (DRA, KEP-5055) this class's pods may tolerate in their claims; "
+        "'*' also allows a blanket toleration",
+    )
 
 
 # --- priority classes -------------------------------------------------------------------------
@@ -585,6 +627,12 @@ class PolicySpec(Model):
     settings: Settings | None = None
     gpu_models: dict[str, GPUModel] = Field(default_factory=dict, alias="gpuModels")
     device_classes: dict[DeviceClassName, DeviceClass] = Field(default_factory=dict, alias="deviceClasses")
+    device_taints: dict[LabelKey, DeviceTaintSpec] = Field(
+        default_factory=dict,
+        alias="deviceTaints",
+        description="device taints (DRA, KEP-5055) beyond the built-in NVIDIA health taints, by key: what "
+        "tolerating each means",
+    )
     pools: dict[Name, Pool] = Field(default_factory=dict)
     classes: dict[Name, WorkloadClass] = Field(default_factory=dict)
     namespaces: tuple[Entitlement, ...] = ()

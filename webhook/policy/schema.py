@@ -55,6 +55,11 @@ FIELDS: dict[str, dict[str, Any]] = {
             "every class ending in `.suffix`",
             "deviceClasses: {gpu.example.com: {kind: whole, driver: gpu.example.com}}",
         ),
+        "deviceTaints": (
+            "DRA device taints beyond the built-in NVIDIA health taints (`gpu.nvidia.com/xid`, `gpu-lost`, "
+            "`unmonitored`), by key: what a claim tolerating each gets",
+            "deviceTaints: {example.com/reserved: {effect: NoSchedule}}",
+        ),
         "pools": ("node pools by name (DNS label)", "pools: {infer-a100: {gpuModel: A100-40GB, gpusPerNode: 8}}"),
         "classes": ("workload classes by name (DNS label)", "classes: {inference: {pools: [infer-a100]}}"),
         "namespaces": (
@@ -251,6 +256,15 @@ FIELDS: dict[str, dict[str, Any]] = {
             "extendedResourceName: example.com/gpu",
         ),
     },
+    "DeviceTaintSpec": {
+        "": "A device taint (DRA, KEP-5055) as the webhook judges claims that tolerate it.",
+        "effect": (
+            "`None` (informational: tolerating it by key is fine), `NoSchedule` or `NoExecute` (devices kept out "
+            "of service: only namespaces whose class or pool allows the key may tolerate it)",
+            "effect: NoSchedule",
+        ),
+        "description": ("what the taint means (free text)", "description: cards held for the on-call team"),
+    },
     "DraConfig": {
         "": "The pool serves GPUs through DRA: intent becomes a claim on the platform's template, not "
         "extended resources.",
@@ -369,6 +383,16 @@ FIELDS: dict[str, dict[str, Any]] = {
             "judges a pod that asks for a GPU or RDMA resource no pool offers as reaching none)",
             "offers: [nvidia.com/gpu]",
         ),
+        "allowedDeviceTaints": (
+            "DRA device taint keys the pool's tenants may tolerate in their claims (default none; `*` also a "
+            "blanket toleration): device-taint-tolerated denies the others",
+            "allowedDeviceTaints: [example.com/reserved]",
+        ),
+        "nvlinkDomainNodes": (
+            "nodes one multi-node NVLink domain (clique) spans, e.g. 18 on a GB200 NVL72 rack: a gang "
+            "claiming a ComputeDomain channel must fit in one (compute-domain-invalid)",
+            "nvlinkDomainNodes: 18",
+        ),
     },
     "Taint": {
         "": "A Kubernetes node taint.",
@@ -480,6 +504,11 @@ FIELDS: dict[str, dict[str, Any]] = {
             "Kueue LocalQueue for the kueue gang backend (a namespace rule may override)",
             "kueueQueue: team-queue",
         ),
+        "allowedDeviceTaints": (
+            "DRA device taint keys this class's pods may tolerate in their claims (with those of its pool; "
+            "`*` also a blanket toleration)",
+            "allowedDeviceTaints: [example.com/reserved]",
+        ),
     },
     "IsolationPolicy": {
         "": "Isolation of a class: the default and what an intent may ask for.",
@@ -581,6 +610,7 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("DraConfig", "spec.pools.<pool>.dra"),
     ("DraTemplates", "spec.pools.<pool>.dra.templates"),
     ("DeviceClass", "spec.deviceClasses.<class>"),
+    ("DeviceTaintSpec", "spec.deviceTaints.<key>"),
     ("WorkloadClass", "spec.classes.<class>"),
     ("IsolationPolicy", "spec.classes.<class>.isolation"),
     ("GangPolicy", "spec.classes.<class>.gang"),

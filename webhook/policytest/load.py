@@ -17,6 +17,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from webhook import yamlpos
+from webhook.check.context import ClusterObjects
+from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.requester import Requester
 from webhook.policytest.model import API_VERSION, KIND, Case, Suite
 from webhook.validation_errors import dotted as _dotted
 from webhook.validation_errors import field_errors
@@ -68,6 +71,8 @@ class LoadedCase:
     old: dict[str, Any] | None
     namespace_labels: dict[str, str] | None
     lines: dict[str, int] = field(default_factory=dict)  # expectation key -> line in the suite file
+    cluster: Cluster = EMPTY_CLUSTER  # the suite's context objects
+    requester: Requester | None = None
 
     @property
     def id(self) -> str:
@@ -229,6 +234,12 @@ def _load_suite(
     suite_name = suite.metadata.name or (stem if ordinal == 1 else f"{stem}#{ordinal}")
     cases: list[LoadedCase] = []
     seen: dict[str, int] = {}
+    context = ClusterObjects()
+    for index, item in enumerate(suite.context):
+        problem = context.add(item)
+        if problem:
+            issue(("context", index), problem, "give each context object apiVersion, kind and metadata.name")
+    cluster = context.cluster() if suite.context else EMPTY_CLUSTER
     for index, case in enumerate(suite.cases):
         at = ("cases", index)
         line = doc.position((*at, "name")).line
@@ -252,7 +263,8 @@ def _load_suite(
             ns = case.namespace or _object_namespace(obj) or "default"
             labels = suite.namespaces.get(ns)
         lines = {key: doc.position((*at, "expect", key)).line for key in _aliases(case)}
-        cases.append(LoadedCase(case, suite_name, name, line, obj or {}, old, labels, lines))
+        who = Requester(case.user_info.username, case.user_info.groups) if case.user_info is not None else None
+        cases.append(LoadedCase(case, suite_name, name, line, obj or {}, old, labels, lines, cluster, who))
     if len(issues) > before:
         return None
     return LoadedSuite(name, suite_name, policy_dir, cases)

@@ -38,6 +38,13 @@ class Expect(_Model):
     patch: list[dict[str, Any]] | None = Field(None, description="the exact JSON Patch operations, in order")
 
 
+class UserInfo(_Model):
+    """Who sends the request (``request.userInfo``), for the rules that judge the requester."""
+
+    username: str = Field(..., min_length=1, description="e.g. system:kube-scheduler")
+    groups: tuple[str, ...] = Field((), description="the requester's groups")
+
+
 class Case(_Model):
     """One object through the engine, and what must come out."""
 
@@ -57,6 +64,9 @@ class Case(_Model):
     old_object: dict[str, Any] | None = Field(None, description="UPDATE: the object before, inline")
     old_file: str | None = Field(None, description="UPDATE: the object before, from a file")
     old_document: int | None = Field(None, ge=0, description="0-based index of the document in `oldFile`")
+    user_info: UserInfo | None = Field(
+        None, description="the requester, as the apiserver sends it; default none (a user's manifest)"
+    )
     expect: Expect = Field(default_factory=Expect)
 
     @model_validator(mode="after")
@@ -92,5 +102,10 @@ class Suite(_Model):
     )
     namespaces: dict[str, dict[str, str]] = Field(
         default_factory=dict, description="labels of namespaces the cases use, by namespace name"
+    )
+    context: tuple[dict[str, Any], ...] = Field(
+        (),
+        description="cluster objects every case is judged with, as `check --context` reads them: DeviceClasses, "
+        "ResourceClaimTemplates, ResourceClaims, ResourceSlices, ComputeDomains, Nodes",
     )
     cases: tuple[Case, ...] = Field(..., min_length=1)

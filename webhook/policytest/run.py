@@ -107,6 +107,8 @@ def run_case(policy: Policy, loaded: LoadedCase) -> CaseResult:
             old_object=loaded.old,
             explain=True,
             as_received=case.as_stored,
+            cluster=loaded.cluster,
+            requester=loaded.requester,
         )
     except Exception:  # the engine must never raise; if it does, the case reports the bug
         return CaseResult(

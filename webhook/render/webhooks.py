@@ -75,6 +75,10 @@ BUILTIN_RESOURCES: tuple[Intercepted, ...] = (
     Intercepted("apps", "v1", "statefulsets", validate=CREATE_UPDATE),
     Intercepted("apps", "v1", "replicasets", validate=CREATE_UPDATE),
     Intercepted("apps", "v1", "daemonsets", validate=CREATE_UPDATE),
+    # DRA claims judged on their own (the scheduler's extended-resource-claim marker, device-taint
+    # tolerations, capacity requests); never mutated. matchConditions keep the usual claim away.
+    Intercepted("resource.k8s.io", "v1", "resourceclaims", validate=CREATE_UPDATE),
+    Intercepted("resource.k8s.io", "v1", "resourceclaimtemplates", validate=CREATE_UPDATE),
 )
 
 
@@ -372,15 +376,59 @@ def _indent(text: str, by: str) -> str:
     return text.replace("\n", "\n" + by)
 
 
+CLAIM_GROUP = "resource.k8s.io"
+EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
+SCHEDULER = "system:kube-scheduler"
+
+
+def _claim_marked(obj: str) -> str:
+    """The scheduler's marker is on the claim (its metadata) or on what a template copies into its claims."""
+    key = cel_string(EXTENDED_RESOURCE_CLAIM)
+    return (
+        "(request.resource.resource == 'resourceclaimtemplates' ?\n"
+        f"  has({obj}.spec) && has({obj}.spec.metadata) && has({obj}.spec.metadata.annotations) &&\n"
+        f"    {key} in {obj}.spec.metadata.annotations :\n"
+        f"  has({obj}.metadata) && has({obj}.metadata.annotations) && {key} in {obj}.metadata.annotations)"
+    )
+
+
+def claim_relevant(policy: Policy) -> str:
+    """A ResourceClaim(Template) reaches ``/validate`` only when there is something to judge: the marker
+    written by anyone but the scheduler (the scheduler's own claims never depend on the webhook), or, at
+    CREATE, a request with device-taint tolerations or capacity requests. On UPDATE (the spec is
+    immutable) only a marker the update adds: controllers' finalizer writes never reach it."""
+    asks = (
+        "(request.resource.resource == 'resourceclaimtemplates' ?\n"
+        "    (has(object.spec) && has(object.spec.spec) ? [object.spec.spec] : []) :\n"
+        "    (has(object.spec) ? [object.spec] : [])).exists(s,\n"
+        "  has(s.devices) && has(s.devices.requests) && s.devices.requests.exists(r,\n"
+        "    (has(r.exactly) && (has(r.exactly.tolerations) || has(r.exactly.capacity))) ||\n"
+        "    (has(r.firstAvailable) && r.firstAvailable.exists(a, has(a.tolerations) || has(a.capacity)))))"
+    )
+    return (
+        "!(has(request.userInfo) && has(request.userInfo.username) &&\n"
+        f"  request.userInfo.username == {cel_string(SCHEDULER)}) &&\n"
+        "(request.operation == 'UPDATE' ?\n"
+        f"  {_indent(_claim_marked('object'), '  ')} &&\n"
+        f"  !{_indent(_claim_marked('oldObject'), '  ')} :\n"
+        f"  {_indent(_claim_marked('object'), '  ')} ||\n"
+        f"  {_indent(asks, '  ')})"
+    )
+
+
 def gpu_relevant(policy: Policy, webhook: WebhookName) -> str:
     """Only GPU-relevant objects reach the webhook: the intent label on the object, its CronJob
-    jobTemplate or a pod template, or a GPU-family resource in any (init) container of a pod template."""
+    jobTemplate or a pod template, or a GPU-family resource in any (init) container of a pod template;
+    DRA claims by :func:`claim_relevant`."""
     shapes = [*TEMPLATE_SHAPES, *kind_shapes(policy)]
     chain = "".join(f"{_indent(s.when, '  ')} ? {s.templates} :\n  " for s in shapes)
     templates = f"(!has(object.spec) ? [] :\n  {chain}[]\n)"
     tests = [t for t in (test(policy) for test in TEMPLATE_TESTS) if t]
     per_template = " ||\n  ".join(_indent(t, "  ") for t in tests)
-    return " ||\n".join([*_object_tests(policy), f"{templates}.exists(t,\n  {per_template})"])
+    workloads = " ||\n".join([*_object_tests(policy), f"{templates}.exists(t,\n  {per_template})"])
+    # the conditional binds loosest: everything after ':' is the workloads' test, unchanged
+    claims = _indent(claim_relevant(policy), "  ")
+    return f"request.resource.group == {cel_string(CLAIM_GROUP)} ? (\n  {claims}\n) :\n{workloads}"
 
 
 def not_mirror_pod(policy: Policy, webhook: WebhookName) -> str:
@@ -404,6 +452,7 @@ def update_changes_intent_or_template(policy: Policy, webhook: WebhookName) -> s
     prefix = cel_string(policy.settings.prefix + "/")
     return (
         "request.operation != 'UPDATE' || oldObject == null ||\n"
+        f"request.resource.group == {cel_string(CLAIM_GROUP)} ||\n"
         "!has(object.spec) || !has(oldObject.spec) ||\n"
         "(has(object.metadata.labels) ? object.metadata.labels : {}) !=\n"
         "  (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) ||\n"

@@ -108,6 +108,7 @@ class Admitter:
                 details=False,  # waste/placements are for check and policy test, not for the response
                 deadline=None if self.engine_deadline is None else time.monotonic() + self.engine_deadline,
                 cluster=cluster,
+                requester=review.requester,
             )
             doc, outcome, extra = self._respond(endpoint, review, decision)
         except Exception as exc:

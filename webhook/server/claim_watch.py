@@ -1,5 +1,7 @@
 """List/watch caches of the DRA objects claims are resolved through: ResourceClaimTemplates and
-ResourceClaims (namespaced, watched across namespaces) and DeviceClasses (cluster-scoped).
+ResourceClaims (namespaced, watched across namespaces), DeviceClasses and ResourceSlices (cluster-scoped:
+the devices' capacity request policies) and NVIDIA's ComputeDomains (namespaced; a CRD, listed through
+the custom-objects API).
 
 An AdmissionReview carries the pod, not the template its claim names, and the hot path must not call
 the API; so each worker keeps these objects the way it keeps namespace labels
@@ -15,6 +17,7 @@ an empty, synced cache ("no DRA here"), not a readiness failure.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from types import MappingProxyType
@@ -31,6 +34,11 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "resourceclaimtemplates": ("list_resource_claim_template_for_all_namespaces", True),
     "resourceclaims": ("list_resource_claim_for_all_namespaces", True),
     "deviceclasses": ("list_device_class", False),
+    # the devices' capacity and its request policies (consumable capacity is judged at admission)
+    "resourceslices": ("list_resource_slice", False),
+    # NVIDIA's DRA driver CRD (multi-node NVLink): listed through the custom-objects API; a cluster
+    # without the driver answers 404, an empty synced cache
+    "computedomains": ("custom:resource.nvidia.com/v1beta1", True),
 }
 
 
@@ -46,8 +54,15 @@ def resource_api_from_config(kubeconfig: str | None = None) -> Any:
 class _Lister:
     """Presents one list method as ``list_namespace``, the call the namespace cache's loop makes."""
 
-    def __init__(self, api: Any, method: str):
-        self._call = getattr(api, method)
+    def __init__(self, api: Any, method: str, plural: str = ""):
+        if method.startswith("custom:"):  # a CRD: the same client's CustomObjectsApi
+            from kubernetes import client
+
+            group, _, version = method.removeprefix("custom:").partition("/")
+            custom = client.CustomObjectsApi(api.api_client)
+            self._call = functools.partial(custom.list_cluster_custom_object, group, version, plural)
+        else:
+            self._call = getattr(api, method)
 
     def list_namespace(self, **kwargs: Any) -> Any:
         return self._call(**kwargs)
@@ -66,7 +81,7 @@ class ObjectWatchCache(NamespaceWatchCache):
         **options: Any,
     ):
         method, namespaced = spec if spec is not None else RESOURCES[resource]
-        super().__init__(lambda: _Lister(api_factory(), method), **options)
+        super().__init__(lambda: _Lister(api_factory(), method, resource), **options)
         self.resource = resource
         self.namespaced = namespaced
         self.objects: dict[Any, dict[str, Any]] = {}
@@ -192,9 +207,12 @@ class ClaimObjects:
     def cluster(self) -> Cluster:
         """A view over the live maps (read-only proxies: no copy per review)."""
         c = self.caches
+        slices, domains = c.get("resourceslices"), c.get("computedomains")
         return Cluster(
             claim_templates=MappingProxyType(c["resourceclaimtemplates"].objects),
             claims=MappingProxyType(c["resourceclaims"].objects),
             device_classes=MappingProxyType(c["deviceclasses"].objects),
+            resource_slices=MappingProxyType(slices.objects) if slices is not None else MappingProxyType({}),
+            compute_domains=MappingProxyType(domains.objects) if domains is not None else MappingProxyType({}),
             complete=self.ready,
         )

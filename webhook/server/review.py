@@ -19,6 +19,8 @@ from typing import Any
 
 import orjson
 
+from webhook.engine.requester import Requester
+
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"
 OPERATIONS = frozenset({"CREATE", "UPDATE", "DELETE", "CONNECT"})
@@ -53,6 +55,7 @@ class Review:
     obj: dict[str, Any] | None
     old_object: dict[str, Any] | None
     dry_run: bool
+    requester: Requester | None = None  # request.userInfo: who asks (rules about who may write a marker)
 
 
 _SHALLOW = reprlib.Repr()
@@ -121,6 +124,7 @@ def parse_review(body: bytes) -> Review:
         obj=obj,
         old_object=old,
         dry_run=req.get("dryRun") is True,
+        requester=Requester.from_user_info(req.get("userInfo")),
     )
 
 

@@ -9,12 +9,18 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from webhook.engine.context import Context, Finding
+from webhook.engine.context import ClaimContext, Context, Finding
 from webhook.engine.decision import Action
 from webhook.policy.compiled import Policy
 
-Check = Callable[[Context], Iterable[Finding]]
+Check = Callable[[Any], Iterable[Finding]]
+"""Called with a :class:`Context` (pod templates) or, for rules that judge claim objects, a
+:class:`ClaimContext`."""
+
+POD, CLAIM = "pod", "claim"
+"""What a rule judges: the pod templates of a workload, or a ResourceClaim(Template) on its own."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,6 +31,8 @@ class Rule:
     check: Check
     needs: frozenset[str] = frozenset()
     """Facts (see :func:`facts`) without which the check cannot find anything; it is not called then."""
+    subjects: frozenset[str] = frozenset({POD})
+    """What it judges (``POD``, ``CLAIM``): a check of both tells them apart by the context's type."""
 
 
 RULES: dict[str, Rule] = {}
@@ -50,15 +58,18 @@ def facts(ctx: Context) -> frozenset[str]:
     return frozenset(found)
 
 
-def rule(rule_id: str, default: Action, catches: str, *, needs: Iterable[str] = ()) -> Callable[[Check], Check]:
+def rule(
+    rule_id: str, default: Action, catches: str, *, needs: Iterable[str] = (), subjects: Iterable[str] = (POD,)
+) -> Callable[[Check], Check]:
     needed = frozenset(needs)
+    judged = frozenset(subjects)
     if not needed <= FACTS:
         raise ValueError(f"rule {rule_id} needs unknown facts {sorted(needed - FACTS)}")
 
     def register(check: Check) -> Check:
         if rule_id in RULES:
             raise ValueError(f"rule {rule_id} registered twice")
-        RULES[rule_id] = Rule(rule_id, default, catches, check, needed)
+        RULES[rule_id] = Rule(rule_id, default, catches, check, needed, judged)
         return check
 
     return register
@@ -81,6 +92,10 @@ def effective_action(
     if class_name is not None and class_name in settings.classes:
         return settings.classes[class_name]
     return settings.action or base
+
+
+def is_claim(ctx: Context | ClaimContext) -> bool:
+    return isinstance(ctx, ClaimContext)
 
 
 def resolution_findings(ctx: Context, rule_id: str) -> Iterable[Finding]:
