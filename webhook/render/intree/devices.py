@@ -26,6 +26,20 @@ _CAPABILITY = r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
 _DEV = "(p == '/' || p == '/dev' || (p.startsWith('/dev/') && !p.contains('..')))"
 
 
+def _dev_volumes(t: str) -> str:
+    """Names of ``t``'s hostPath volumes that reach /dev, read once per template (usually none)."""
+    return (
+        f"(has({t}.spec.volumes) ? {t}.spec.volumes.filter(v, has(v.name) && has(v.hostPath) &&\n"
+        f"  has(v.hostPath.path) && [v.hostPath.path].exists(p, {_DEV})).map(v, v.name) : [])"
+    )
+
+
+_MOUNTS = (
+    "(size(d) > 0 && ((has(c.volumeMounts) ? c.volumeMounts : []) +\n"
+    "  (has(c.volumeDevices) ? c.volumeDevices : [])).exists(m, has(m.name) && m.name in d))"
+)
+
+
 def _env(name: str) -> str:
     last = "l[size(l) - 1]"
     return (
@@ -34,28 +48,51 @@ def _env(name: str) -> str:
     )
 
 
+def _any_container(t: str, test: str) -> str:
+    return f"(has({t}.spec) && ({containers(t, *ALL_CONTAINERS)}).exists(c,\n  {test}))"
+
+
 @check(
     "privileged-gpu",
-    "device-access",
-    "a container of a GPU pod can reach every GPU of the node (privileged, SYS_ADMIN/ALL, hostPath /dev, "
-    "NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES); drop it and ask for devices through resources",
+    "privileged-container",
+    "a container of a GPU pod is privileged or adds SYS_ADMIN/ALL: it would see every GPU of the node; drop it "
+    "(add only the capabilities it needs)",
     exact=True,
 )
-def device_access(policy: Policy, t: str) -> str:
-    envs = " ||\n  ".join(_env(n) for n in TOOLKIT_ENV)
-    trigger = (
-        f"({containers(t, *ALL_CONTAINERS)}).exists(c,\n"
-        "  (has(c.securityContext) && (\n"
-        "    (has(c.securityContext.privileged) && c.securityContext.privileged == true) ||\n"
-        "    (has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) &&\n"
-        f"      c.securityContext.capabilities.add.exists(a, {_CAPABILITY})))) ||\n"
-        f"  (has(c.env) && (\n  {envs})) ||\n"
-        f"  (has({t}.spec.volumes) &&\n"
-        "    ((has(c.volumeMounts) ? c.volumeMounts : []) + (has(c.volumeDevices) ? c.volumeDevices : [])).exists(m,\n"
-        f"      has(m.name) && {t}.spec.volumes.exists(v, has(v.name) && v.name == m.name && has(v.hostPath) &&\n"
-        f"        has(v.hostPath.path) && [v.hostPath.path].exists(p, {_DEV})))))"
+def privileged(policy: Policy, t: str) -> str:
+    return _any_container(
+        t,
+        "has(c.securityContext) && (\n"
+        "  (has(c.securityContext.privileged) && c.securityContext.privileged == true) ||\n"
+        "  (has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) &&\n"
+        f"    c.securityContext.capabilities.add.exists(a, {_CAPABILITY})))",
     )
-    return f"(has({t}.spec) &&\n  {trigger})"
+
+
+@check(
+    "privileged-gpu",
+    "toolkit-env",
+    "a container of a GPU pod sets NVIDIA_VISIBLE_DEVICES or NVIDIA_DRIVER_CAPABILITIES: the NVIDIA toolkit would "
+    "give it GPUs beyond its grant; set it to none or remove it",
+    exact=True,
+)
+def toolkit_env(policy: Policy, t: str) -> str:
+    envs = " ||\n  ".join(_env(n) for n in TOOLKIT_ENV)
+    return _any_container(t, f"has(c.env) && (\n  {envs})")
+
+
+@check(
+    "privileged-gpu",
+    "dev-host-path",
+    "a container of a GPU pod mounts a hostPath volume at or under /dev: it would see every GPU of the node; "
+    "remove the volume (ask for devices through resources)",
+    exact=True,
+)
+def dev_host_path(policy: Policy, t: str) -> str:
+    return (
+        f"(has({t}.spec) && [{_dev_volumes(t)}].exists(d, size(d) > 0 &&\n"
+        f"  ({containers(t, *ALL_CONTAINERS)}).exists(c, {_MOUNTS})))"
+    )
 
 
 def _count(t: str) -> str:

@@ -103,6 +103,21 @@ def variables(policy: Policy, checks: list[Check]) -> list[dict[str, str]]:
     return out
 
 
+def conditions(policy: Policy) -> list[dict[str, str]]:
+    """The validating webhook's match conditions, with ``gpu-relevant`` narrowed to what the in-tree
+    checks judge (a template with the workload label, or a GPU resource): every object matched here is
+    one the webhook judges too, and the narrower test stays cheap (the webhook's own also reads DRA
+    claims and device-access triggers of CPU-only pods, which no in-tree check is about)."""
+    out = []
+    for cond in match_conditions(policy, "validating"):
+        if cond["name"] == "gpu-relevant":
+            tpl = templates_of(policy, "object")
+            cond = {"name": "in-tree-relevant", "expression": f"({tpl}).exists(t,\n  "
+                    f"({label_present(policy, 't')}) ||\n  {any_gpu_key(policy, 't')})"}
+        out.append(cond)
+    return out
+
+
 def _scope(check: Check) -> str:
     if check.scope == "stored":
         return "variables.stored && "
@@ -162,7 +177,7 @@ def render(policy: Policy, options: RenderOptions) -> list[K8sObject]:
                         },
                         "resourceRules": resource_rules(policy),
                     },
-                    "matchConditions": match_conditions(policy, "validating"),
+                    "matchConditions": conditions(policy),
                     "variables": variables(policy, used),
                     "validations": validations,
                 },
