@@ -142,16 +142,22 @@ def _reaches(policy: Policy, pool: CompiledPool, t: str) -> str:
 
 
 def _devices_offered(policy: Policy, pool: CompiledPool, t: str) -> str:
-    """Every GPU or RDMA resource the template's containers and init containers name is one the pool
-    offers (a superset of the engine's demand, which counts positive amounts only)."""
+    """Every GPU or RDMA resource the template's containers and init containers name (``ks``: one list of
+    names per container, read once for all pools) is one the pool offers: a superset of the engine's
+    demand, which counts positive amounts only."""
+    offers = "[" + ", ".join(cel_string(o) for o in sorted(pool.offers)) + "]"
+    return f"ks.all(l, l.all(k, k in {offers}))"
+
+
+def _device_keys(policy: Policy, t: str) -> str:
     prefixes = " || ".join(f"k.startsWith({cel_string(p)})" for p in (*policy.gpu_prefixes, "rdma/"))
     rdma = sorted(policy.rdma_resources - {"rdma/"})
     device = f"({prefixes}" + (f" || k in [{', '.join(cel_string(r) for r in rdma)}]" if rdma else "") + ")"
-    offers = "[" + ", ".join(cel_string(o) for o in sorted(pool.offers)) + "]"
-    each = " &&\n    ".join(
-        f"(!has(c.resources.{m}) || c.resources.{m}.all(k, !{device} || k in {offers}))" for m in ("limits", "requests")
+    parts = " +\n    ".join(
+        f"(has(c.resources) && has(c.resources.{m}) ? c.resources.{m}.filter(k, {device}) : [])"
+        for m in ("limits", "requests")
     )
-    return f"({containers(t, 'containers', 'initContainers')}).all(c, !has(c.resources) ||\n  ({each}))"
+    return f"({containers(t, 'containers', 'initContainers')}).map(c,\n    {parts})"
 
 
 def _only_plain_devices(policy: Policy, t: str) -> str:
@@ -200,4 +206,7 @@ def raw_reach(policy: Policy, t: str) -> str | None:
     tests = " ||\n  ".join(
         f"(!({cel_string(n)} in {ENTITLED_POOLS}) &&\n  {_reaches(policy, p, t)})" for n, p in foreign
     )
-    return f"(has({t}.spec) && !{_adopted(policy, t)} &&\n  {_only_plain_devices(policy, t)} && (\n  {tests}))"
+    return (
+        f"(has({t}.spec) && !{_adopted(policy, t)} &&\n  {_only_plain_devices(policy, t)} &&\n"
+        f"  [{_device_keys(policy, t)}].exists(ks,\n  {tests}))"
+    )

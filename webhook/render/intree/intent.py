@@ -40,7 +40,7 @@ def unknown_class(policy: Policy, t: str) -> str:
 def _annotation(policy: Policy, t: str, key: str, bad: str) -> str:
     k = cel_string(key)
     return (
-        f"(has({t}.metadata.annotations) && {k} in {t}.metadata.annotations &&\n"
+        f"(has({t}.metadata) && has({t}.metadata.annotations) && {k} in {t}.metadata.annotations &&\n"
         f"  [{t}.metadata.annotations[{k}]].exists(v, {bad}))"
     )
 
