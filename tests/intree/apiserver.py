@@ -52,8 +52,22 @@ def _re2(pattern: str) -> re.Pattern[str]:
 
 @lru_cache(maxsize=512)
 def _compile_re2(pattern: str) -> re.Pattern[str]:
-    # RE2's \s is [\t\n\f\r ]; Python's would also match Unicode spaces
-    return re.compile(pattern.replace("\\s", "[\\t\\n\\f\\r ]"))
+    """RE2's ``\\s`` is ``[\\t\\n\\f\\r ]``; Python's would also match Unicode spaces."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < len(pattern):
+            pair = pattern[i : i + 2]
+            out.append(("\\t\\n\\f\\r " if in_class else "[\\t\\n\\f\\r ]") if pair == "\\s" else pair)
+            i += 2
+            continue
+        if ch == "[" and not in_class:
+            in_class = True
+        elif ch == "]" and in_class:
+            in_class = False
+        out.append(ch)
+        i += 1
+    return re.compile("".join(out))
 
 
 def _matches(value: Any, pattern: Any) -> celtypes.BoolType:

@@ -23,8 +23,9 @@ POLICY_DIRS = {
 VARIANT = {
     "rawRequests": "deny",
     "rules": {
-        "node-name-set": {"namespaces": [{"selector": {"matchLabels": {"gpu-admission.io/tier": "serving"}},
-                                          "action": "warn"}]},
+        "node-name-set": {
+            "namespaces": [{"selector": {"matchLabels": {"gpu-admission.io/tier": "serving"}}, "action": "warn"}]
+        },
         "privileged-gpu": {"classes": {"dev": "audit"}},
         "class-not-allowed": {"exempt": [{"matchLabels": {"gpu-admission.io/tier": "sandbox"}}]},
         "placement-missing": {"classes": {"batch": "warn"}},

@@ -30,7 +30,9 @@ def expressions(obj: dict) -> list[str]:
     out = [c["expression"] for c in spec.get("matchConditions", [])]
     out += [v["expression"] for v in spec.get("variables", [])]
     out += [v["expression"] for v in spec.get("validations", [])]
-    out += [m[k]["expression"] for m in spec.get("mutations", []) for k in ("jsonPatch", "applyConfiguration") if k in m]
+    out += [
+        m[k]["expression"] for m in spec.get("mutations", []) for k in ("jsonPatch", "applyConfiguration") if k in m
+    ]
     return out
 
 

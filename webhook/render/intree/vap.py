@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from webhook.engine.rules.registry import RULES
 from webhook.policy.compiled import Policy
 from webhook.render.core import K8sObject, RenderOptions
 from webhook.render.intree.cel import (
@@ -96,7 +97,7 @@ def variables(policy: Policy, checks: list[Check]) -> list[dict[str, str]]:
             "expression": "request.operation != 'UPDATE' ? [] :\n" + templates_of(policy, "oldObject"),
         },
     ]
-    for rule_id in dict.fromkeys(c.rule for c in checks):
+    for rule_id in sorted(RULES):  # every rule a check's action test may name (lazy: unread ones cost nothing)
         ns = namespace_action(policy, rule_id)
         if ns is not None:
             out.append({"name": ns_variable(rule_id), "expression": ns})
