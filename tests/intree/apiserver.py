@@ -30,6 +30,7 @@ bounds the expressions instead).
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -117,7 +118,8 @@ class _Runner(celpy.InterpretedRunner):
         return _ShortCircuit(ast=self.ast, activation=self.new_activation()).evaluate(context)
 
 
-_ENV = celpy.Environment(runner_class=_Runner)
+# JSONPatch{...}: the MutatingAdmissionPolicy library's object type, read as a message (a map of its fields)
+_ENV = celpy.Environment(annotations={"JSONPatch": celtypes.MessageType}, runner_class=_Runner)
 
 
 @lru_cache(maxsize=4096)
@@ -360,3 +362,100 @@ class InTree:
                 except _Error as exc:
                     verdict.errors.append(f"{name}: messageExpression: {exc}")
             failed(text)
+
+
+def _plain(value: Any) -> Any:
+    """A CEL value as JSON (a JSONPatch's value)."""
+    if isinstance(value, celtypes.BoolType):
+        return bool(value)
+    if isinstance(value, celtypes.IntType | celtypes.UintType):
+        return int(value)
+    if isinstance(value, celtypes.DoubleType):
+        return float(value)
+    if isinstance(value, celtypes.StringType):
+        return str(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class Mutating:
+    """Rendered MutatingAdmissionPolicies and bindings, applied as the apiserver applies them (KEP-3962):
+    match constraints and binding, matchConditions (any false skips; an error is the failurePolicy's),
+    variables, then each mutation in order, a ``JSONPatch`` expression evaluated against the object as
+    the previous mutations left it and applied as RFC 6902 (an operation that fails is an error:
+    ``failurePolicy: Fail`` denies the request). Policies run in binding order; reinvocation is the
+    caller's (tests apply the policies again to check they are idempotent)."""
+
+    def __init__(self, objects: list[dict[str, Any]]) -> None:
+        self.policies = {o["metadata"]["name"]: o for o in objects if o["kind"] == "MutatingAdmissionPolicy"}
+        self.bindings = [o for o in objects if o["kind"] == "MutatingAdmissionPolicyBinding"]
+        for p in self.policies.values():
+            for c in p["spec"].get("matchConditions", []):
+                program(c["expression"])
+            for m in p["spec"]["mutations"]:
+                program(m["jsonPatch"]["expression"])
+
+    def admit(self, req: Request) -> tuple[dict[str, Any] | None, list[str]]:
+        """(the object after every matching policy, None when one denied; the policies that changed it)."""
+        import jsonpatch
+
+        obj = copy.deepcopy(req.obj)
+        applied: list[str] = []
+        for binding in self.bindings:
+            policy = self.policies.get(binding["spec"]["policyName"])
+            if policy is None:
+                continue
+            spec = policy["spec"]
+            here = Request(
+                obj,
+                req.old,
+                req.operation,
+                req.resource,
+                req.namespace,
+                req.namespace_labels,
+                req.sub_resource,
+                req.user,
+                req.groups,
+            )
+            if not _resources_match(spec.get("matchConstraints"), here, required=True):
+                continue
+            if not _resources_match(binding["spec"].get("matchResources"), here, required=False):
+                continue
+            activation = {
+                "object": celpy.json_to_cel(prune_nulls(obj)),
+                "oldObject": celpy.json_to_cel(prune_nulls(req.old) if req.old is not None else None),
+                "request": celpy.json_to_cel(
+                    {
+                        "operation": req.operation,
+                        "namespace": req.namespace,
+                        "resource": dict(zip(("group", "version", "resource"), req.resource, strict=True)),
+                        "subResource": req.sub_resource,
+                    }
+                ),
+                "namespaceObject": celpy.json_to_cel(_namespace_object(here)),
+            }
+            fail = spec.get("failurePolicy", "Fail") == "Fail"
+            try:
+                results = [run(c["expression"], activation) for c in spec.get("matchConditions", [])]
+            except _Error:
+                if fail:
+                    return None, applied
+                continue
+            if not all(bool(r) for r in results):
+                continue
+            for mutation in spec["mutations"]:
+                activation["object"] = celpy.json_to_cel(prune_nulls(obj))
+                try:
+                    ops = _plain(run(mutation["jsonPatch"]["expression"], activation))
+                    changed = jsonpatch.apply_patch(obj, ops)
+                except (_Error, jsonpatch.JsonPatchException, jsonpatch.JsonPointerException):
+                    if fail:
+                        return None, applied
+                    continue
+                if changed != obj:
+                    applied.append(policy["metadata"]["name"])
+                obj = changed
+        return obj, applied
