@@ -210,7 +210,7 @@ def _mutation(patch: list[dict[str, Any]]) -> str:
             f"  !has(object.spec.containers[0].resources.limits) ? [{_patch('add', res + '/limits', limits)}] :\n"
             f"  {keys})"
         )
-    return " +\n".join(parts)
+    return "!has(object.spec) ? [] :\n" + " +\n".join(parts)
 
 
 def _limits(path: str, value: Any) -> dict[str, str]:
@@ -261,7 +261,7 @@ def _conditions(policy: Policy, cls: str, indices: list[int], patch: list[dict[s
         },
         {
             "name": "no-devices-of-its-own",
-            "expression": f"has(object.spec.containers) && size(object.spec.containers) > 0 &&\n"
+            "expression": f"has(object.spec) && has(object.spec.containers) && size(object.spec.containers) > 0 &&\n"
             f"  !(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0) &&\n"
             f"  !({containers}).exists(c, has(c.resources) && (\n"
             f"    (has(c.resources.limits) && c.resources.limits.exists(k, {devices})) ||\n"
@@ -269,7 +269,7 @@ def _conditions(policy: Policy, cls: str, indices: list[int], patch: list[dict[s
         },
         {
             "name": "scheduler-free",
-            "expression": "!(has(object.spec.nodeName) && object.spec.nodeName != '') &&\n"
+            "expression": "has(object.spec) && !(has(object.spec.nodeName) && object.spec.nodeName != '') &&\n"
             "  !(has(object.spec.affinity) && has(object.spec.affinity.nodeAffinity) &&\n"
             "    has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution)) &&\n"
             f"  !(has(object.spec.nodeSelector) && ({conflicts}))",
