@@ -166,3 +166,26 @@ def test_render_in_tree_rejects_a_bad_kube_version(capsys):
 
 def test_variant_policy_loads():
     assert policy_named("variant").settings.raw_requests == "deny"
+
+
+def test_lint_says_render_needed_when_the_in_tree_policies_would_change(tmp_path, capsys):
+    """Beside the policy directory, manifests/in-tree/rendered.yaml is what the apiserver enforces while the
+    webhook is down: a policy change that alters it is `render-needed` until it is re-rendered."""
+    import shutil
+
+    policies = tmp_path / "policies"
+    shutil.copytree(POLICIES, policies)
+    (tmp_path / "manifests" / "in-tree").mkdir(parents=True)
+    manifest = tmp_path / "manifests" / "in-tree" / "rendered.yaml"
+    shutil.copy(MANIFESTS / "in-tree" / "rendered.yaml", manifest)
+    main(["policy", "lint", str(policies)])
+    assert "render-needed" not in capsys.readouterr().out
+    text = (policies / "default.yaml").read_text().replace("classes: [dev]\n", "classes: [dev, batch]\n", 1)
+    (policies / "default.yaml").write_text(text)
+    main(["policy", "lint", str(policies)])
+    out = capsys.readouterr().out
+    assert "render-needed" in out and "manifests/in-tree/rendered.yaml" in out and "--in-tree" in out
+    assert main(["policy", "render", "--in-tree", str(policies)]) == 0
+    manifest.write_text(capsys.readouterr().out)
+    main(["policy", "lint", str(policies)])
+    assert "render-needed" not in capsys.readouterr().out
