@@ -101,6 +101,7 @@ def _snapshot(d: Differential) -> Figures:
         f.engine_denied,
         f.in_tree_denied,
         f.both_denied,
+        by_rule=f.by_rule.copy(),
         disagreements=list(f.disagreements),
         errors=list(f.errors),
     )
