@@ -71,9 +71,7 @@ def _objects(path) -> list[dict]:
 
 
 def _examples() -> list[tuple[str, dict]]:
-    files = sorted((POLICIES / "tests" / "objects").glob("*.yaml")) + sorted(
-        (ROOT / "examples").rglob("*.yaml")
-    )
+    files = sorted((POLICIES / "tests" / "objects").glob("*.yaml")) + sorted((ROOT / "examples").rglob("*.yaml"))
     return [(str(f.relative_to(ROOT)), o) for f in files for o in _objects(f)]
 
 

@@ -48,7 +48,7 @@ def down(obj, labels=None, **kw):
     return judge(stored(obj, "team-a", policy_named(kw.get("policy", "default"))), labels, **kw)
 
 
-def up(obj, labels=None, policy="default"):
+def up(obj, labels=None, policy="default", resource=POD):
     """Stored with the webhook up: its /mutate patch applied, re-defaulted."""
     p = policy_named(policy)
     full = {"kubernetes.io/metadata.name": "team-a", **(labels or {})}
@@ -57,7 +57,7 @@ def up(obj, labels=None, policy="default"):
     mutated = defaulted(jsonpatch.apply_patch(raw, list(m.patch)), "team-a") if m.patch else raw
     if mutated["kind"] == "Pod":
         default_pod_spec(mutated["spec"], pod=True)
-    return judge(mutated, labels, policy=policy)
+    return judge(mutated, labels, policy=policy, resource=resource)
 
 
 def denied_by(verdict, decision, rule):
@@ -206,3 +206,32 @@ def test_an_exempt_namespace_skips_only_the_exempted_rule():
     assert not any(m.startswith("[class-not-allowed]") for m in verdict.messages)
     verdict, _ = judge(obj, SERVING, policy="variant")
     assert any(m.startswith("[class-not-allowed]") for m in verdict.messages)
+
+
+def volcano_job(task_min=None, replicas=4, cls="training"):
+    task = {
+        "name": "worker",
+        "replicas": replicas,
+        "template": {
+            "metadata": {"labels": {KEY: cls}},
+            "spec": {"containers": [{"name": "w", "image": "t:1"}], "restartPolicy": "Never"},
+        },
+    }
+    if task_min is not None:
+        task["minAvailable"] = task_min
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {"minAvailable": replicas, "tasks": [task]},
+    }
+
+
+VCJOB = ("batch.volcano.sh", "v1alpha1", "jobs")
+
+
+def test_a_volcano_task_below_its_replicas_is_gang_incomplete():
+    denied_by(*down(volcano_job(task_min=2), resource=VCJOB), "gang-incomplete")
+    verdict, decision = up(volcano_job(task_min=4), resource=VCJOB)
+    assert not any(m.startswith("[gang-incomplete]") for m in verdict.messages)
+    assert not [v for v in decision.violations if v.rule == "gang-incomplete"]

@@ -26,7 +26,7 @@ from webhook.policy.compiled import Policy
 
 Test = Callable[[Policy, str], str | None]
 Scope = Literal["templates", "stored", "mutated-create"]
-Over = Literal["classed", "gpu", "raw"]
+Over = Literal["classed", "gpu", "raw", "object"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,9 @@ class Check:
     over: Over = "gpu"
     """Which templates the test is about: ``classed`` (the template's own workload label names a class, not
     the opt-out), ``gpu`` (classed, or holding a GPU resource), ``raw`` (no workload label, a GPU resource);
-    each is a variable computed once, so a check costs nothing on an object with no such template."""
+    each is a variable computed once, so a check costs nothing on an object with no such template;
+    ``object``: a test on the whole object (``t`` is ``object`` or ``oldObject``) for one class, called as
+    ``test(policy, root, class_name)`` once per class of the policy."""
     exact: bool = False
     waived: Test | None = None
     """On UPDATE, a test on the old object's templates that waives the check; default: ``test`` when
@@ -72,6 +74,6 @@ def check(
 
 
 def all_checks() -> list[Check]:
-    from webhook.render.intree import devices, entitlement, intent, placement, scheduling  # noqa: F401
+    from webhook.render.intree import devices, entitlement, gang, intent, placement, scheduling  # noqa: F401
 
     return CHECKS

@@ -69,7 +69,11 @@ WHY: dict[str, tuple[str, str]] = {
         "the pod count and the gang keys each kind and backend read come from the kind table and "
         "the mutation; not rendered yet",
     ),
-    "gang-incomplete": ("", "minAvailable against the replicas each kind counts (kind table); not rendered yet"),
+    "gang-incomplete": (
+        "a Volcano Job task of an all-or-nothing class whose minAvailable is below its replicas",
+        "the Job-level minAvailable (dependsOn waves), gang-size against the pods a kind creates, the gang keys of "
+        "the other kinds and backends (kind table)",
+    ),
     "gang-unschedulable": ("", "pool capacity against the gang, backends' partial admission: cross-object facts"),
     "claim-unresolved": ("", "needs the ResourceClaimTemplates, ResourceClaims and DeviceClasses: other objects"),
     "extended-resource": (

@@ -38,7 +38,7 @@ from webhook.render.intree.cel import (
 )
 from webhook.render.intree.checks import Check, all_checks
 from webhook.render.intree.intent import declares
-from webhook.render.webhooks import intercepted, match_conditions
+from webhook.render.webhooks import cel_string, intercepted, match_conditions
 
 IN_TREE_LABEL = "gpu-admission.io/in-tree"
 ACTIONS = {"deny": "Deny", "warn": "Warn", "audit": "Audit"}
@@ -127,7 +127,26 @@ def _scope(check: Check) -> str:
     return ""
 
 
+def _object_validation(policy: Policy, check: Check, action: str) -> dict[str, str] | None:
+    """A whole-object check: one test per class, each under that class's action."""
+    tests, olds = [], []
+    for cls in policy.classes:
+        test = check.test(policy, "object", cls)  # type: ignore[call-arg]
+        when = action_is(policy, check.rule, action, cel_string(cls))
+        if test is None or when == "false":
+            continue
+        tests.append(test if when == "true" else f"({when}) && {test}")
+        olds.append(check.test(policy, "oldObject", cls))  # type: ignore[call-arg]
+    if not tests:
+        return None
+    expression = f"!({_scope(check)}(\n  " + " ||\n  ".join(tests) + "))"
+    expression += " ||\n(request.operation == 'UPDATE' && !(oldObject == null) && (\n  " + " ||\n  ".join(olds) + "))"
+    return {"expression": expression, "message": f"[{check.rule}] {check.message}", "reason": "Forbidden"}
+
+
 def validation(policy: Policy, check: Check, action: str) -> dict[str, str] | None:
+    if check.over == "object":
+        return _object_validation(policy, check, action)
     test = check.test(policy, "t")
     if test is None:
         return None
