@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from webhook.engine.rules.registry import RULES
 from webhook.policy.compiled import Policy
 from webhook.render.intree.cel import rule_actions
-from webhook.render.intree.checks import all_checks
+from webhook.render.intree.checks import Check, all_checks
 
 HOLDS, PARTLY, NO = "holds", "partly", "webhook only"
 
@@ -102,6 +102,12 @@ class Row:
     rest: str
 
 
+def _renders(policy: Policy, check: Check) -> bool:
+    if check.over == "object":
+        return any(check.test(policy, "object", cls) is not None for cls in policy.classes)  # type: ignore[call-arg]
+    return check.test(policy, "t") is not None
+
+
 def rows(policy: Policy | None = None) -> list[Row]:
     checks = all_checks()
     out = []
@@ -112,7 +118,7 @@ def rows(policy: Policy | None = None) -> list[Row]:
         actions = (
             ", ".join(sorted(rule_actions(policy, rule_id))) if policy is not None else RULES[rule_id].default.value
         )
-        if policy is not None and has and all(c.test(policy, "t") is None for c in has):
+        if policy is not None and has and not any(_renders(policy, c) for c in has):
             status, rest = NO, f"nothing to render for this policy; {rest}"
         if policy is not None and actions == "off":
             status = "off"
