@@ -49,7 +49,17 @@ def product_manifests() -> Path:
     atexit.register(shutil.rmtree, root, True)
     shutil.copytree(MANIFESTS, root / "manifests")
     (root / "manifests" / "base" / "rendered.yaml").write_text(render_policy(DEFAULT_POLICY_DIR), encoding="utf-8")
+    (root / "manifests" / "in-tree" / "rendered.yaml").write_text(render_in_tree(DEFAULT_POLICY_DIR), encoding="utf-8")
     return root / "manifests"
+
+
+def render_in_tree(directory: Path) -> str:
+    """What ``gpu-admission policy render --in-tree DIR`` prints (manifests/in-tree/rendered.yaml)."""
+    from webhook.policy import load_policy
+    from webhook.render import RenderOptions, intree
+    from webhook.render.output import to_yaml
+
+    return to_yaml(intree.render(load_policy(directory), RenderOptions()))
 NAMESPACE = "gpu-admission"
 MUTATING = "gpu-admission-mutating"
 VALIDATING = "gpu-admission-validating"

@@ -19,11 +19,11 @@ from pathlib import Path
 import yaml
 
 from tests.conftest import DEFAULT_POLICY_DIR, RENDERED, ROOT, USER_POLICIES
-from tests.deploy.conftest import render_policy
+from tests.deploy.conftest import render_in_tree, render_policy
 from webhook.policy.schema import render_schema
 
 
-def user_policy_problems(cli, policy_dir: Path, rendered: Path) -> list[str]:
+def user_policy_problems(cli, policy_dir: Path, rendered: Path, in_tree: Path | None = None) -> list[str]:
     """What is wrong with a platform team's policy directory and its rendered manifest, each with the
     command that fixes it (an empty list: CI stays green)."""
     problems = []
@@ -39,11 +39,13 @@ def user_policy_problems(cli, policy_dir: Path, rendered: Path) -> list[str]:
         problems.append(f"{schema} is stale: gpu-admission policy schema > {schema}")
     if rendered.read_text(encoding="utf-8") != render_policy(policy_dir):
         problems.append(f"{rendered} is stale: gpu-admission policy render {policy_dir} > {rendered}")
+    if in_tree is not None and in_tree.read_text(encoding="utf-8") != render_in_tree(policy_dir):
+        problems.append(f"{in_tree} is stale: gpu-admission policy render --in-tree {policy_dir} > {in_tree}")
     return problems
 
 
 def test_the_repositorys_policy_is_linted_tested_and_rendered(cli):
-    assert user_policy_problems(cli, USER_POLICIES, RENDERED) == []
+    assert user_policy_problems(cli, USER_POLICIES, RENDERED, ROOT / "manifests" / "in-tree" / "rendered.yaml") == []
 
 
 def test_a_stale_render_is_reported_with_the_command_that_fixes_it(cli, tmp_path):

@@ -157,6 +157,31 @@ def register(sub: Any) -> None:
         metavar="NS",
         help="namespace whose pods may scrape the metrics port ('' for none; default: monitoring)",
     )
+    render.add_argument(
+        "--in-tree",
+        action="store_true",
+        help="print only the in-tree policies (ValidatingAdmissionPolicies and bindings labelled "
+        "gpu-admission.io/in-tree, and MutatingAdmissionPolicies with --kube-version 1.36 or later): what the "
+        "apiserver enforces itself while the webhook is down (manifests/in-tree/)",
+    )
+    render.add_argument(
+        "--kube-version",
+        default="1.30",
+        metavar="X.Y",
+        help="the cluster's Kubernetes version (default 1.30); 1.36 and later also get MutatingAdmissionPolicies",
+    )
+    render.add_argument(
+        "--availability",
+        choices=("webhook", "in-tree"),
+        default="webhook",
+        help="webhook (default): the validating webhook fails closed; in-tree: it fails open, for clusters with "
+        "the in-tree policies installed (the webhook configurations carry the mode)",
+    )
+    render.add_argument(
+        "--explain",
+        action="store_true",
+        help="print, rule by rule, what holds while the webhook is down (in-tree), partly, or not at all, and why",
+    )
     render.set_defaults(handler=run_render)
 
 
@@ -343,6 +368,14 @@ def run_schema(args: argparse.Namespace) -> int:
 # --- render ------------------------------------------------------------------------------------------
 
 
+def _kube_version(text: str) -> tuple[int, int] | None:
+    major, _, minor = text.removeprefix("v").partition(".")
+    minor = minor.split(".")[0]
+    if not (major.isascii() and major.isdigit() and minor.isascii() and minor.isdigit()):
+        return None
+    return int(major), int(minor)
+
+
 def run_render(args: argparse.Namespace) -> int:
     import ipaddress
 
@@ -387,6 +420,15 @@ def run_render(args: argparse.Namespace) -> int:
         except ContextError as exc:
             print(f"gpu-admission: --context: {exc}", file=err)
             return EXIT_UNUSABLE
+    version = _kube_version(args.kube_version)
+    if version is None:
+        print(f"gpu-admission: --kube-version {args.kube_version!r} is not a version like 1.36", file=err)
+        return EXIT_UNUSABLE
+    if args.explain:
+        from webhook.render.intree.explain import table
+
+        sys.stdout.write(table(policy))
+        return EXIT_OK
     defaults = RenderOptions()
     options = RenderOptions(
         namespace=args.webhook_namespace,
@@ -395,7 +437,19 @@ def run_render(args: argparse.Namespace) -> int:
         namespace_labels=labels,
         control_plane_cidrs=tuple(args.control_plane_cidr) or defaults.control_plane_cidrs,
         monitoring_namespace=args.monitoring_namespace,
+        availability=args.availability,
+        kube_version=version,
     )
-    objects = render(policy, options)
+    if args.in_tree:
+        from webhook.render import intree
+        from webhook.render.intree.cost import TooLarge
+
+        try:
+            objects = intree.render(policy, options)
+        except TooLarge as exc:
+            print(f"gpu-admission: nothing rendered: {exc}", file=err)
+            return EXIT_UNUSABLE
+    else:
+        objects = render(policy, options)
     sys.stdout.write(to_json(objects) if args.output == "json" else to_yaml(objects))
     return EXIT_OK

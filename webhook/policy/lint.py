@@ -65,7 +65,8 @@ WARNING_CODES: dict[str, str] = {
     "default-memory-too-large": "`defaultGPUMemory` above `maxGPUMemory` or above every device of the pools",
     "shadowed-rule-override": "a rule's namespace override can never apply (an exemption or earlier override wins)",
     "render-needed": "a setting the cluster's webhook configurations are rendered from differs from the "
-    "shipped manifests: re-run `gpu-admission policy render` and apply it",
+    "shipped manifests, or the in-tree policies beside the policy (manifests/in-tree) are not what it renders: "
+    "re-run `gpu-admission policy render` (`--in-tree`) and apply it",
     "priority-class-undefined": "a class names a priorityClassName that `spec.priorityClasses` does not define: "
     "unless it exists in the cluster, the API server rejects the class's pods",
     "builtin-kind-overridden": "a `workloadKinds` entry replaces a built-in kind's description",
@@ -165,7 +166,47 @@ def lint_path(path: str | Path, nodes: Sequence[Mapping[str, Any]] = ()) -> Lint
     if report.unreadable:
         return report
     report.findings.extend(lint_texts(texts, nodes))
+    report.findings.extend(_in_tree_stale(Path(path), texts))
     return report
+
+
+IN_TREE_MANIFEST = Path("manifests") / "in-tree" / "rendered.yaml"
+
+
+def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFinding]:
+    """``render-needed`` for the in-tree policies: beside the policy directory (``policies/`` next to
+    ``manifests/``, the shipped layout) the rendered in-tree manifest is what the cluster enforces while
+    the webhook is down; a policy whose in-tree render differs from it needs a re-render, or the apiserver
+    keeps enforcing the old pools, classes and entitlements."""
+    root = path.parent if path.is_dir() else path.parent.parent
+    manifest = root / IN_TREE_MANIFEST
+    if not manifest.is_file():
+        return []
+    from webhook.render import RenderOptions, intree
+    from webhook.render.intree.cost import TooLarge
+    from webhook.render.output import to_yaml
+
+    try:
+        policy = load_policy_texts(texts)
+        current = manifest.read_text(encoding="utf-8")
+    except (PolicyError, OSError, UnicodeDecodeError):
+        return []
+    version = (1, 36) if "kind: MutatingAdmissionPolicy\n" in current else (1, 30)
+    try:
+        fresh = to_yaml(intree.render(policy, RenderOptions(kube_version=version)))
+    except TooLarge as exc:
+        fresh = str(exc)
+    if fresh == current:
+        return []
+    flag = " --kube-version 1.36" if version >= (1, 36) else ""
+    issue = PolicyIssue(
+        str(manifest), 1, 1, "",
+        f"{IN_TREE_MANIFEST} is not what the policy renders: while the webhook is down the apiserver would "
+        "enforce the old pools, classes and entitlements",
+        f"re-run `gpu-admission policy render --in-tree{flag} {path} > {manifest}` and apply it",
+        "warning",
+    )
+    return [LintFinding(issue, "render-needed")]
 
 
 def lint_texts(texts: Sequence[tuple[str, str]], nodes: Sequence[Mapping[str, Any]] = ()) -> list[LintFinding]:

@@ -42,6 +42,11 @@ class RenderOptions:
     control_plane_cidrs: tuple[str, ...] = ("0.0.0.0/0", "::/0")
     # namespace whose pods (Prometheus) may scrape the metrics port; "" for none
     monitoring_namespace: str = "monitoring"
+    # "webhook": the validating webhook fails closed (an outage blocks GPU workloads); "in-tree": it
+    # fails open and the in-tree policies (`policy render --in-tree`) hold what they can meanwhile
+    availability: str = "webhook"
+    # the cluster's Kubernetes version (major, minor): MutatingAdmissionPolicies from 1.36
+    kube_version: tuple[int, int] = (1, 30)
 
     def labels(self, component: str) -> dict[str, str]:
         return {"app.kubernetes.io/name": self.app, "app.kubernetes.io/component": component}

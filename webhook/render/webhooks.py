@@ -19,7 +19,9 @@ Fixed choices, the same for every policy:
 * validating: ``failurePolicy: Fail``, safe because only GPU workloads (matchConditions) in namespaces
   other than ``kube-system`` and the webhook's own (namespaceSelector), and only namespaced workload
   kinds (rules) ever reach it; webhook configurations are never sent to webhooks, so deleting them
-  is always possible.
+  is always possible. With ``availability: in-tree`` (``policy render --availability in-tree``, for
+  clusters that install the in-tree policies) it is ``Ignore``: an outage then admits what the
+  in-tree ValidatingAdmissionPolicies admit. Both configurations carry the mode as an annotation.
 * no ``caBundle``: cert-manager's cainjector or ``gpu-admission certs inject`` fill it, and an apply
   of objects that never set it does not remove it.
 * every nested field in CEL is ``has()``-guarded: an absent field is false, never an evaluation error
@@ -505,7 +507,7 @@ def _webhook(policy: Policy, options: RenderOptions, webhook: WebhookName) -> di
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
         "timeoutSeconds": 3 if mutating else 5,
-        "failurePolicy": "Ignore" if mutating else "Fail",
+        "failurePolicy": "Ignore" if mutating or options.availability == "in-tree" else "Fail",
     }
     if mutating:
         hook["reinvocationPolicy"] = "IfNeeded"
@@ -534,12 +536,34 @@ def _webhook(policy: Policy, options: RenderOptions, webhook: WebhookName) -> di
     return hook
 
 
+AVAILABILITY = "gpu-admission.io/availability"
+AVAILABILITY_TEXT = {
+    "webhook": "validating webhook fails closed: while it is down, GPU workloads are not admitted",
+    "in-tree": "validating webhook fails open: while it is down, the in-tree ValidatingAdmissionPolicies "
+    "(gpu-admission.io/in-tree) hold what they can; see policy render --explain",
+}
+
+
+def _metadata(options: RenderOptions, name: str) -> dict[str, Any]:
+    """Name, labels, and the availability mode: which failure policies the configurations run with, and
+    so what holds while the webhook is down (the mutating webhook always fails open: an unplaced class
+    pod is caught by /validate, or by the in-tree placement-missing policy)."""
+    return {
+        "name": name,
+        "labels": {"app.kubernetes.io/name": options.app},
+        "annotations": {
+            AVAILABILITY: options.availability,
+            f"{AVAILABILITY}-detail": AVAILABILITY_TEXT[options.availability],
+        },
+    }
+
+
 def render_mutating(policy: Policy, options: RenderOptions) -> list[K8sObject]:
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "MutatingWebhookConfiguration",
-            "metadata": {"name": options.mutating_name, "labels": {"app.kubernetes.io/name": options.app}},
+            "metadata": _metadata(options, options.mutating_name),
             "webhooks": [_webhook(policy, options, "mutating")],
         }
     ]
@@ -550,7 +574,7 @@ def render_validating(policy: Policy, options: RenderOptions) -> list[K8sObject]
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": options.validating_name, "labels": {"app.kubernetes.io/name": options.app}},
+            "metadata": _metadata(options, options.validating_name),
             "webhooks": [_webhook(policy, options, "validating")],
         }
     ]

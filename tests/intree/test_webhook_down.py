@@ -1,0 +1,237 @@
+"""With the webhook unreachable, the in-tree policies deny what matters, as the engine does.
+
+The apiserver is emulated (``tests/intree/apiserver.py``, cel-python for cel-go; no apiserver runs here)
+and stores objects as it would (``tests/intree/stored.py``). Each case is the object as stored with the
+mutating webhook down, judged by the rendered in-tree policies *and* by the engine's validating view on
+the same object: the in-tree denial must name the rule and the engine must deny too. And the same
+objects after the webhook's own mutation are admitted by both (the in-tree policies run while the
+webhook is up as well).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import jsonpatch
+import pytest
+
+from tests.intree.apiserver import ALLOW, DENY, InTree, Request
+from tests.intree.conftest import in_tree, policy_named
+from tests.intree.stored import default_pod_spec, defaulted, stored
+from webhook.engine import evaluate
+
+KEY = "gpu-admission.io/workload"
+SERVING = {"gpu-admission.io/tier": "serving"}
+SANDBOX = {"gpu-admission.io/tier": "sandbox"}
+POD = ("", "v1", "pods")
+
+
+def pod(labels=None, annotations=None, limits=None, **spec):
+    container = {"name": "c", "image": "registry/app:1", "resources": {"limits": limits or {"cpu": "1"}}}
+    meta = {"name": "p", "labels": labels or {}, "annotations": annotations or {}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": {"containers": [container], **spec}}
+
+
+def judge(obj, labels=None, policy="default", namespace="team-a", operation="CREATE", old=None, resource=POD, sub=""):
+    p = policy_named(policy)
+    labels = {"kubernetes.io/metadata.name": namespace, **(labels or {})}
+    verdict = InTree(list(in_tree(policy))).review(Request(obj, old, operation, resource, namespace, labels, sub))
+    decision = evaluate(
+        p, obj, operation=operation, old_object=old, namespace=namespace, namespace_labels=labels, as_received=True
+    )
+    assert not verdict.errors, verdict.errors
+    return verdict, decision
+
+
+def down(obj, labels=None, **kw):
+    """Stored with the webhook down: defaulted and the apiserver's plugins, not mutated."""
+    return judge(stored(obj, "team-a", policy_named(kw.get("policy", "default"))), labels, **kw)
+
+
+def up(obj, labels=None, policy="default", resource=POD):
+    """Stored with the webhook up: its /mutate patch applied, re-defaulted."""
+    p = policy_named(policy)
+    full = {"kubernetes.io/metadata.name": "team-a", **(labels or {})}
+    raw = stored(obj, "team-a", p)
+    m = evaluate(p, raw, validate=False, namespace="team-a", namespace_labels=full)
+    mutated = defaulted(jsonpatch.apply_patch(raw, list(m.patch)), "team-a") if m.patch else raw
+    if mutated["kind"] == "Pod":
+        default_pod_spec(mutated["spec"], pod=True)
+    return judge(mutated, labels, policy=policy, resource=resource)
+
+
+def denied_by(verdict, decision, rule):
+    assert verdict.decision == DENY, "the in-tree policies admitted it"
+    assert any(m.startswith(f"[{rule}] ") for m in verdict.messages), verdict.messages
+    assert not decision.allowed, "the engine admits what the in-tree policies deny"
+
+
+CASES = {
+    "class pod stored unmutated": (
+        pod({KEY: "inference"}, {"gpu-admission.io/gpu-memory": "4Gi"}),
+        {},
+        "placement-missing",
+    ),
+    "training class in a serving namespace": (pod({KEY: "training"}), SERVING, "class-not-allowed"),
+    "unknown class": (pod({KEY: "trainig"}), {}, "intent-invalid"),
+    "malformed gpus": (pod({KEY: "training"}, {"gpu-admission.io/gpus": "eight"}), {}, "intent-invalid"),
+    "raw GPUs, blanket toleration, serving namespace": (
+        pod(limits={"nvidia.com/gpu": "8"}, tolerations=[{"operator": "Exists"}]),
+        SERVING,
+        "pool-spoofing",
+    ),
+    "raw GPUs with the training pool's taint toleration": (
+        pod(
+            limits={"nvidia.com/gpu": "8"},
+            tolerations=[{"key": "workload", "operator": "Equal", "value": "gpu-train", "effect": "NoSchedule"}],
+        ),
+        SERVING,
+        "pool-spoofing",
+    ),
+    "raw GPUs selecting the training pool": (
+        pod(limits={"nvidia.com/gpu": "1"}, nodeSelector={"workload": "gpu-train"}),
+        SANDBOX,
+        "pool-spoofing",
+    ),
+    "privileged GPU pod": (pod(limits={"nvidia.com/gpu": "1"}), {}, "privileged-gpu"),
+    "NVIDIA_VISIBLE_DEVICES=all": (pod({KEY: "training"}), {}, "privileged-gpu"),
+    "hostPath /dev": (
+        pod(limits={"nvidia.com/gpu": "1"}, volumes=[{"name": "d", "hostPath": {"path": "/dev"}}]),
+        {},
+        "privileged-gpu",
+    ),
+    "nodeName on a GPU pod": (pod(limits={"nvidia.com/gpu": "1"}, nodeName="h100-node-03"), {}, "node-name-set"),
+    "system-node-critical GPU pod": (
+        pod(limits={"nvidia.com/gpu": "1"}, priorityClassName="system-node-critical"),
+        {},
+        "scheduling-not-allowed",
+    ),
+    "batch pod naming the inference priority": (
+        pod({KEY: "batch"}, priorityClassName="gpu-inference"),
+        {},
+        "scheduling-not-allowed",
+    ),
+    "class pod naming a foreign scheduler": (
+        pod({KEY: "dev"}, schedulerName="my-scheduler"),
+        {},
+        "scheduling-not-allowed",
+    ),
+    "inference pod with 16 GPUs": (
+        pod({KEY: "inference"}, {"gpu-admission.io/isolation": "exclusive"}, limits={"nvidia.com/gpu": "16"}),
+        {},
+        "gpu-count-exceeded",
+    ),
+}
+CASES["privileged GPU pod"][0]["spec"]["containers"][0]["securityContext"] = {"privileged": True}
+CASES["NVIDIA_VISIBLE_DEVICES=all"][0]["spec"]["containers"][0]["env"] = [
+    {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}
+]
+CASES["hostPath /dev"][0]["spec"]["containers"][0]["volumeMounts"] = [{"name": "d", "mountPath": "/host-dev"}]
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_webhook_down_denies_with_the_rule(case):
+    obj, labels, rule = CASES[case]
+    denied_by(*down(copy.deepcopy(obj), labels), rule)
+
+
+def test_placement_missing_says_retry():
+    verdict, _ = down(pod({KEY: "inference"}))
+    assert any("webhook unavailable, retry" in m for m in verdict.messages)
+
+
+@pytest.mark.parametrize("cls", ["inference", "batch", "dev", "training"])
+def test_every_class_pod_the_webhook_placed_is_admitted(cls):
+    verdict, decision = up(pod({KEY: cls}))
+    assert decision.allowed and verdict.decision == ALLOW, verdict.messages
+
+
+def test_a_controller_is_never_held_to_placement():
+    """A Deployment's template is not placed (its pods are, at their CREATE): the in-tree policies must admit
+    it as the engine does."""
+    tpl = pod({KEY: "inference"})
+    deploy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {
+            "selector": {"matchLabels": {"a": "b"}},
+            "template": {"metadata": tpl["metadata"], "spec": tpl["spec"]},
+        },
+    }
+    verdict, decision = down(deploy, resource=("apps", "v1", "deployments"))
+    assert decision.allowed and verdict.decision == ALLOW, verdict.messages
+    deploy["spec"]["template"]["metadata"]["labels"][KEY] = "training"
+    denied_by(*down(deploy, SERVING, resource=("apps", "v1", "deployments")), "class-not-allowed")
+
+
+def test_a_bound_pod_keeps_its_node_name_on_update():
+    """node-name-set on UPDATE only when newly set: relabelling a bound GPU pod is not a violation."""
+    old = stored(pod(limits={"nvidia.com/gpu": "1"}, nodeName="n1"), "team-a", policy_named("default"))
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["team"] = "x"
+    verdict, decision = judge(new, operation="UPDATE", old=old)
+    assert verdict.decision == ALLOW, verdict.messages
+    assert not [v for v in decision.violations if v.rule == "node-name-set"]
+
+
+def test_kubectl_debug_privileged_ephemeral_container_on_a_gpu_pod():
+    old = stored(pod({KEY: "training"}), "team-a", policy_named("default"))
+    new = copy.deepcopy(old)
+    new["spec"]["ephemeralContainers"] = [
+        {"name": "debug", "image": "busybox", "securityContext": {"privileged": True}}
+    ]
+    denied_by(*judge(new, operation="UPDATE", old=old, sub="ephemeralcontainers"), "privileged-gpu")
+
+
+def test_exempt_namespaces_are_never_judged():
+    obj = stored(pod({KEY: "training"}), "kube-system", policy_named("default"))
+    verdict, _ = judge(obj, SERVING, namespace="kube-system")
+    assert verdict.decision == ALLOW
+
+
+def test_per_namespace_warn_is_a_warning_not_a_denial():
+    """The variant policy warns node-name-set in serving namespaces: a Warn binding, no denial."""
+    obj = stored(pod(limits={"nvidia.com/gpu": "1"}, nodeName="n1"), "team-a", policy_named("variant"))
+    verdict, decision = judge(obj, SERVING, policy="variant")
+    assert any(w.startswith("[node-name-set]") for w in verdict.warnings)
+    assert not any(m.startswith("[node-name-set]") for m in verdict.messages)
+    assert {v.action.value for v in decision.violations if v.rule == "node-name-set"} == {"warn"}
+
+
+def test_an_exempt_namespace_skips_only_the_exempted_rule():
+    """The variant exempts sandbox namespaces from class-not-allowed: a training pod there passes that rule."""
+    obj = stored(pod({KEY: "training"}), "team-a", policy_named("variant"))
+    verdict, _ = judge(obj, SANDBOX, policy="variant")
+    assert not any(m.startswith("[class-not-allowed]") for m in verdict.messages)
+    verdict, _ = judge(obj, SERVING, policy="variant")
+    assert any(m.startswith("[class-not-allowed]") for m in verdict.messages)
+
+
+def volcano_job(task_min=None, replicas=4, cls="training"):
+    task = {
+        "name": "worker",
+        "replicas": replicas,
+        "template": {
+            "metadata": {"labels": {KEY: cls}},
+            "spec": {"containers": [{"name": "w", "image": "t:1"}], "restartPolicy": "Never"},
+        },
+    }
+    if task_min is not None:
+        task["minAvailable"] = task_min
+    return {
+        "apiVersion": "batch.volcano.sh/v1alpha1",
+        "kind": "Job",
+        "metadata": {"name": "train"},
+        "spec": {"minAvailable": replicas, "tasks": [task]},
+    }
+
+
+VCJOB = ("batch.volcano.sh", "v1alpha1", "jobs")
+
+
+def test_a_volcano_task_below_its_replicas_is_gang_incomplete():
+    denied_by(*down(volcano_job(task_min=2), resource=VCJOB), "gang-incomplete")
+    verdict, decision = up(volcano_job(task_min=4), resource=VCJOB)
+    assert not any(m.startswith("[gang-incomplete]") for m in verdict.messages)
+    assert not [v for v in decision.violations if v.rule == "gang-incomplete"]

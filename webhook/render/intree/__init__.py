@@ -1,0 +1,31 @@
+"""In-tree guarantees: what the kube-apiserver enforces itself while the webhook is down.
+
+``policy render --in-tree`` emits self-contained ValidatingAdmissionPolicies and bindings (labelled
+``gpu-admission.io/in-tree: "true"``, no ``paramKind``: the policy's data is rendered into the CEL), and
+on clusters that serve them (``--kube-version 1.36`` and later) MutatingAdmissionPolicies that place the
+common class pod. They go to their own file (``manifests/in-tree/``), never silently into an existing
+install. Modules:
+
+* :mod:`.checks` — the catalogue: one entry per conservative part of a rule; rule groups
+  :mod:`.intent`, :mod:`.entitlement`, :mod:`.placement`, :mod:`.devices`, :mod:`.scheduling`;
+* :mod:`.vap` — policies and bindings from the catalogue; :mod:`.mutating` — the MAPs;
+* :mod:`.cost` — the CEL cost bound, and the refusal of a policy too large to fit;
+* :mod:`.explain` — rule by rule, what holds while the webhook is down, partly, or not at all.
+"""
+
+from __future__ import annotations
+
+from webhook.policy.compiled import Policy
+from webhook.render.core import K8sObject, RenderOptions
+
+
+def render(policy: Policy, options: RenderOptions) -> list[K8sObject]:
+    """The in-tree objects; raises :class:`~webhook.render.intree.cost.TooLarge` rather than emit a
+    policy the apiserver would reject or could not evaluate within its budget."""
+    from webhook.render.intree import cost, mutating, vap
+
+    objects = vap.render(policy, options)
+    if options.kube_version >= mutating.SERVED_FROM:
+        objects += mutating.render(policy, options)
+    cost.check(objects)
+    return objects

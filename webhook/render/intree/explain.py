@@ -1,0 +1,144 @@
+"""Rule by rule: what holds while the webhook is down, partly, or not at all, and why.
+
+The table is data (:data:`WHY`): for every rule of the engine's registry, what its in-tree part
+covers or why it has none. ``policy render --explain`` prints it for a policy (with each rule's
+action there and the checks actually rendered), and ``docs/policy.md`` carries the same table; a test
+keeps both complete.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from webhook.engine.rules.registry import RULES
+from webhook.policy.compiled import Policy
+from webhook.render.intree.cel import rule_actions
+from webhook.render.intree.checks import Check, all_checks
+
+HOLDS, PARTLY, NO = "holds", "partly", "webhook only"
+
+# rule -> (in-tree part, what only the webhook judges and why)
+WHY: dict[str, tuple[str, str]] = {
+    "placement-missing": (
+        "a class pod (Job, Volcano Job, mutated kind) created without a label of every pool its class may "
+        'resolve to: denied "webhook unavailable, retry"',
+        "missing tolerations, device resources or claims alone (they need the resolution: which pool, which "
+        "profile); classes with a pool that sets no labels",
+    ),
+    "class-not-allowed": (
+        "a template's class that the namespace's entitlement (first matching namespace rule) does not grant",
+        "a pool annotation outside the class or entitlement; a namespace the webhook does not know yet",
+    ),
+    "pool-spoofing": (
+        "a nodeSelector carrying a non-entitled pool's labels; a toleration spelled as only non-entitled pools' "
+        "own; a raw GPU request that tolerates a non-entitled pool's taints (a blanket Exists included) with a "
+        "nodeSelector that does not exclude it",
+        "node affinity (every operator, matchFields), nodeName, Gt/Lt tolerations, DRA claims and GPU fractions, "
+        "node-by-node judgement from Node objects: the full scheduler model costs more CEL than the budget allows",
+    ),
+    "privileged-gpu": (
+        "in a pod holding device-plugin GPUs or declaring a class: privileged, SYS_ADMIN/ALL, a hostPath at or "
+        "under /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES set to a literal other than none/void",
+        "pods that only reach a pool of sliced cards (reachability), envFrom and valueFrom, paths with '..', DRA "
+        "adminAccess (needs the claim template)",
+    ),
+    "node-name-set": (
+        "spec.nodeName on a template that declares a class or holds a GPU resource (on UPDATE only when newly set)",
+        "pods holding GPUs only through DRA claims or GPU fractions",
+    ),
+    "scheduling-not-allowed": (
+        "a priorityClassName the template's class does not allow; system-*-critical on a GPU pod; a schedulerName "
+        "no class, gang backend or kind of the policy names",
+        "raw requests' entitlement lists, a class that requires its own scheduler, the object-level fields of "
+        "operator kinds",
+    ),
+    "gpu-count-exceeded": (
+        "whole GPUs and MIG devices in the regular containers' limits above the class's maxGPUs (Pods, Jobs, "
+        "mutated kinds, as stored)",
+        "the pool's GPUs per node, sidecars and init containers, DRA claims, shared slices, controllers' templates "
+        "(judged after the mutation rewrites them)",
+    ),
+    "intent-invalid": (
+        "an unknown class; gpus, gang-size, isolation, rdma, topology, pool or gpu-model values that no reading "
+        "makes valid",
+        "gpu-memory quantities, keys on a workload's own metadata, typos of keys, container names, values valid "
+        "alone but not for the class",
+    ),
+    "gang-required": (
+        "",
+        "the pod count and the gang keys each kind and backend read come from the kind table and "
+        "the mutation; not rendered yet",
+    ),
+    "gang-incomplete": (
+        "a Volcano Job task of an all-or-nothing class whose minAvailable is below its replicas",
+        "the Job-level minAvailable (dependsOn waves), gang-size against the pods a kind creates, the gang keys of "
+        "the other kinds and backends (kind table)",
+    ),
+    "gang-unschedulable": ("", "pool capacity against the gang, backends' partial admission: cross-object facts"),
+    "claim-unresolved": ("", "needs the ResourceClaimTemplates, ResourceClaims and DeviceClasses: other objects"),
+    "extended-resource": (
+        "",
+        "quantity arithmetic over every GPU/RDMA resource (CEL quantity library); not rendered yet",
+    ),
+    "mig-profile-unavailable": ("", "the resolved pool's MIG catalogue: needs the resolution"),
+    "gpu-kind-mixed": ("", "device families per pool stack: needs the resolution"),
+    "gpu-memory-exceeded": ("", "memory of the resolved profile or card and of claims: needs the resolution"),
+    "whole-gpu-waste": ("", "a warning about the resolved card's memory: needs the resolution"),
+    "raw-gpu-request": ("", "a warning only; the in-tree pool-spoofing part judges what raw requests can reach"),
+    "inference-not-guaranteed": ("", "a warning about QoS after the mutation adds resources"),
+    "rdma-unavailable": ("", "the resolved pool's RDMA: needs the resolution"),
+    "unknown-field": ("", "the kind's schema as the engine reads it"),
+    "malformed-object": ("", "shape errors the apiserver's own validation mostly rejects first"),
+    "workload-invalid": ("", "each gang backend's own checks of its keys; not rendered yet"),
+}
+
+
+@dataclass(frozen=True)
+class Row:
+    rule: str
+    status: str
+    actions: str
+    part: str
+    rest: str
+
+
+def _renders(policy: Policy, check: Check) -> bool:
+    if check.over == "object":
+        return any(check.test(policy, "object", cls) is not None for cls in policy.classes)  # type: ignore[call-arg]
+    return check.test(policy, "t") is not None
+
+
+def rows(policy: Policy | None = None) -> list[Row]:
+    checks = all_checks()
+    out = []
+    for rule_id in sorted(RULES):
+        part, rest = WHY.get(rule_id, ("", "not described"))
+        has = [c for c in checks if c.rule == rule_id]
+        status = PARTLY if has else NO
+        actions = (
+            ", ".join(sorted(rule_actions(policy, rule_id))) if policy is not None else RULES[rule_id].default.value
+        )
+        if policy is not None and has and not any(_renders(policy, c) for c in has):
+            status, rest = NO, f"nothing to render for this policy; {rest}"
+        if policy is not None and actions == "off":
+            status = "off"
+        out.append(Row(rule_id, status, actions, part or "-", rest))
+    return out
+
+
+def table(policy: Policy | None = None, *, markdown: bool = False) -> str:
+    data = rows(policy)
+    if markdown:
+        lines = [
+            "| rule | while the webhook is down | what the in-tree policies hold | what needs the webhook, and why |",
+            "|---|---|---|---|",
+        ]
+        lines += [f"| `{r.rule}` | {r.status} | {r.part} | {r.rest} |" for r in data]
+        return "\n".join(lines) + "\n"
+    out = []
+    for r in data:
+        out.append(f"{r.rule} [{r.status}; action {r.actions}]")
+        if r.part != "-":
+            out.append(f"  holds in-tree: {r.part}")
+        out.append(f"  needs the webhook: {r.rest}")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,58 @@
+"""``placement-missing`` and ``node-name-set`` in-tree.
+
+``placement-missing`` is what makes a fail-open mutating webhook safe: a class pod (or Job, Volcano
+Job, mutated operator kind) created while the webhook was down, timed out or was undone by a later
+webhook lacks its pool's nodeSelector, and is denied with "webhook unavailable, retry" instead of
+being scheduled wherever its tolerations and selectors let it. The test is conservative: the
+template's nodeSelector lacks a label of *every* pool its class may resolve to (a class with a pool
+that sets no labels is left to the webhook), and it holds only where every rule a failed resolution
+reports under denies, so that a template the engine cannot resolve is still one it denies.
+"""
+
+from __future__ import annotations
+
+from webhook.policy.compiled import Policy
+from webhook.render.intree.cel import class_of, resolution_denies
+from webhook.render.intree.checks import check
+from webhook.render.intree.entitlement import _selects
+from webhook.render.webhooks import cel_string
+
+
+@check(
+    "placement-missing",
+    "unplaced-class-pod",
+    "gpu-admission webhook unavailable, retry: the class pod was stored without its GPU pool's nodeSelector "
+    "(the mutating webhook did not run); create it again",
+    over="classed",
+    scope="mutated-create",
+)
+def unplaced(policy: Policy, t: str) -> str | None:
+    per_class = []
+    for name, cls in policy.classes.items():
+        pools = [policy.pools[p] for p in cls.pools if p in policy.pools]
+        if not pools or any(not p.spec.node_selector for p in pools):
+            continue
+        lacking = " && ".join(f"!({_selects(p, t)})" for p in pools)
+        per_class.append(f"({class_of(policy, t)} == {cel_string(name)} &&\n  {lacking})")
+    if not per_class:
+        return None
+    return (
+        f"(has({t}.spec) && ({resolution_denies(policy, class_of(policy, t))}) && (\n  "
+        + " ||\n  ".join(per_class)
+        + "))"
+    )
+
+
+def _node_name(t: str) -> str:
+    return f"(has({t}.spec) && has({t}.spec.nodeName) && {t}.spec.nodeName != '')"
+
+
+@check(
+    "node-name-set",
+    "node-name",
+    "spec.nodeName on a GPU pod bypasses the scheduler (no gang, topology or quota); remove it and let the "
+    "pool's nodeSelector place the pod",
+    waived=lambda policy, t: _node_name(t),
+)
+def node_name(policy: Policy, t: str) -> str:
+    return _node_name(t)
