@@ -41,11 +41,17 @@ RESOURCES = {
     ("kubeflow.org/v1", "PyTorchJob"): ("kubeflow.org", "v1", "pytorchjobs"),
     ("kubeflow.org/v1", "TFJob"): ("kubeflow.org", "v1", "tfjobs"),
     ("kubeflow.org/v1", "PaddleJob"): ("kubeflow.org", "v1", "paddlejobs"),
-    ("kubeflow.org/v2beta1", "MPIJob"): ("kubeflow.org", "v2beta1", "mpijobs"),
+    ("kubeflow.org/v1", "XGBoostJob"): ("kubeflow.org", "v1", "xgboostjobs"),
+    ("kubeflow.org/v1", "JAXJob"): ("kubeflow.org", "v1", "jaxjobs"),
+    ("kubeflow.org/v1", "MPIJob"): ("kubeflow.org", "v1", "mpijobs"),  # the training-operator's
+    ("kubeflow.org/v2beta1", "MPIJob"): ("kubeflow.org", "v2beta1", "mpijobs"),  # mpi-operator's
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
     ("ray.io/v1", "RayCluster"): ("ray.io", "v1", "rayclusters"),
     ("ray.io/v1", "RayJob"): ("ray.io", "v1", "rayjobs"),
+    ("ray.io/v1", "RayService"): ("ray.io", "v1", "rayservices"),
+    ("batch.volcano.sh/v1alpha1", "CronJob"): ("batch.volcano.sh", "v1alpha1", "cronjobs"),
+    ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"): ("trainer.kubeflow.org", "v1alpha1", "trainingruntimes"),
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
 }
 

@@ -188,6 +188,42 @@ def test_host_paths_that_reach_dev(policy, path):
     assert violation(d, "privileged-gpu").path == "spec.containers[0].volumeMounts[0]"
 
 
+HOST_DEVICES_ELSEWHERE = [
+    "/proc/1/root/dev",
+    "/proc/1/root",
+    "/proc/1/root/",
+    "/proc/self/root",
+    "/proc/self/root/dev/nvidia0",
+    "/proc",
+    "/proc/",
+    "//proc//1/root",
+    "/./proc/./1/root/./dev",
+    "/var/../proc/1/root",
+    "proc/1/root",
+    "/sys",
+    "/sys/",
+    "/sys/bus/pci/devices",
+    "//sys/bus/pci/devices/0000:3b:00.0/resource0",
+]
+
+
+@pytest.mark.parametrize("path", HOST_DEVICES_ELSEWHERE)
+def test_host_paths_that_reach_the_host_devices_through_proc_or_sys(policy, path):
+    """``/proc/1/root`` (or ``/proc/self/root``, resolved by the kubelet on the host) is the host's root,
+    so ``/proc/1/root/dev`` is the host's /dev; ``/sys`` maps a GPU's PCI memory (``resource0``) with no
+    device node at all. Each passed the /dev test before, however it was spelled."""
+    assert reaches_dev(path)
+    c = container(volumeMounts=[{"name": "host", "mountPath": "/host"}])
+    d, _ = admit(policy, pod(MIG_POD, [c], volumes=[{"name": "host", "hostPath": {"path": path}}]))
+    assert violation(d, "privileged-gpu").path == "spec.containers[0].volumeMounts[0]"
+    assert "reaches the host's devices" in violation(d, "privileged-gpu").message
+
+
+@pytest.mark.parametrize("path", ["/procfs", "/system", "/var/proc", "/home/sys", "/proc-data", "/sysroot"])
+def test_names_that_only_begin_like_proc_or_sys_are_not_device_reach(policy, path):
+    assert not reaches_dev(path)
+
+
 @pytest.mark.parametrize(
     "path", ["/devices", "/var/dev", "/dev/../etc", "/home/dev", "/var/lib/kubelet/device-plugins"]
 )

@@ -7,9 +7,11 @@ the devices past the grant are other tenants' slices:
 - ``securityContext.privileged: true``: the runtime gives the container every device node of the host;
 - ``capabilities.add`` with ``SYS_ADMIN`` or ``ALL``: enough to mount or reconfigure devices. Container
   runtimes accept ``CAP_SYS_ADMIN`` and any case, so the comparison drops a ``CAP_`` prefix and case;
-- a ``hostPath`` volume at or under ``/dev``, or an ancestor of it (``/``), that the container mounts
-  (``volumeMounts``) or uses as a block device (``volumeDevices``). The path is normalised first
-  (``//dev``, ``/dev/``, ``/dev/../dev/nvidia0``, a relative path read from ``/``);
+- a ``hostPath`` volume at or under ``/dev``, or an ancestor of it (``/``), or one that reaches the
+  host's devices another way (``/proc``: ``/proc/1/root`` is the host's root; ``/sys``: a GPU's PCI
+  ``resource`` files), that the container mounts (``volumeMounts``) or uses as a block device
+  (``volumeDevices``). The path is normalised first (``//dev``, ``/dev/``, ``/dev/../dev/nvidia0``,
+  ``/proc/self/root/``, a relative path read from ``/``);
 - ``NVIDIA_VISIBLE_DEVICES`` / ``NVIDIA_DRIVER_CAPABILITIES`` with a value other than ``none``/``void``:
   the toolkit honours them in unprivileged containers by default. The value the container gets is the
   kubelet's: the last ``env`` entry of that name, else whatever an ``envFrom`` source supplies. A
@@ -66,12 +68,19 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+DEVICE_ROOTS = ("/dev", "/proc", "/sys")
+"""Host directories that reach device nodes: ``/dev`` itself; ``/proc``, whose ``<pid>/root`` (``1``,
+``self``: the kubelet resolves the path on the host) is the host's root and so its ``/dev``; ``/sys``,
+whose PCI ``resource`` files map a GPU's memory without any device node."""
+
+
 def reaches_dev(path: Any) -> bool:
-    """A host path at or under ``/dev``, or an ancestor of it, once normalised."""
+    """A host path at or under ``/dev``, ``/proc`` or ``/sys``, or an ancestor of them (``/``), once
+    normalised (``//proc/1/root/``, ``/./sys``, ``/var/../proc``)."""
     if not isinstance(path, str):
         return False
     norm = posixpath.normpath("/" + path.lstrip("/"))  # "//dev" is "/dev"; relative is read from "/"
-    return norm in ("/", "/dev") or norm.startswith("/dev/")
+    return norm == "/" or any(norm == root or norm.startswith(root + "/") for root in DEVICE_ROOTS)
 
 
 def dev_volumes(spec: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
@@ -119,7 +128,7 @@ def _mounts(c: Mapping[str, Any], volumes: dict[str, tuple[int, str]]) -> Found:
                 index, host = volumes[m["name"]]
                 yield (
                     (field, i),
-                    f"uses hostPath volume {m['name']!r} (spec.volumes[{index}], host {host!r}, which reaches /dev)",
+                    f"uses hostPath volume {m['name']!r} (spec.volumes[{index}], host {host!r}, which reaches the host's devices)",
                     "remove the hostPath volume (ask for devices through resources or a resource claim)",
                 )
 

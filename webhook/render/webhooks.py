@@ -33,8 +33,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from webhook.engine.device_reach import DEVICE_ROOTS
 from webhook.policy.compiled import Policy
-from webhook.policy.kinds import Wild
+from webhook.policy.kinds import CompiledKind, Wild
 from webhook.render.core import K8sObject, RenderOptions
 
 WebhookName = Literal["mutating", "validating"]
@@ -144,31 +145,31 @@ def _label_in(meta: str, key: str) -> str:
 
 
 @dataclass(frozen=True)
-class TemplateShape:
-    """Where one shape of object keeps its pod templates: tested in order, the first that holds wins.
+class TemplateBranch:
+    """Where one intercepted resource keeps its pod templates: ``templates`` is a CEL list of pod
+    templates (objects with ``metadata``/``spec``; a bare Pod is its own template), taken when the
+    request is for ``group``/``resource`` (and one of ``versions``, when versions of that resource
+    keep their templates in different places).
 
-    ``when`` is a CEL test on ``object.spec`` (known to exist), ``templates`` a CEL list of pod templates
-    (objects with ``metadata``/``spec``); a bare Pod is its own template.
-    """
+    The branch is chosen by what the apiserver says the request is for, never by the object's shape:
+    a shape test (``has(object.spec.template)``) is true of more kinds than the one it was written
+    for (a TrainingRuntime has ``spec.template`` too, a JobSet template, so its pod templates
+    further down were never read), and an object of a kind whose schema keeps unknown fields could
+    add a field to take another kind's branch."""
 
-    name: str
-    when: str
+    group: str
+    resource: str
+    versions: tuple[str, ...]
     templates: str
 
-
-TEMPLATE_SHAPES: list[TemplateShape] = [
-    TemplateShape("pod", "has(object.spec.containers)", "[object]"),
-    TemplateShape("job, apps controllers", "has(object.spec.template)", "[object.spec.template]"),
-    TemplateShape(
-        "volcano job", "has(object.spec.tasks)", "object.spec.tasks.filter(x, has(x.template)).map(x, x.template)"
-    ),
-    TemplateShape(
-        "cronjob",
-        "has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) &&\n"
-        "  has(object.spec.jobTemplate.spec.template)",
-        "[object.spec.jobTemplate.spec.template]",
-    ),
-]
+    def when(self) -> str:
+        test = (
+            f"request.resource.group == {cel_string(self.group)} && "
+            f"request.resource.resource == {cel_string(self.resource)}"
+        )
+        if self.versions:
+            test += f" &&\n  request.resource.version in [{', '.join(cel_string(v) for v in self.versions)}]"
+        return test
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -198,19 +199,31 @@ def _cel_templates(path: tuple) -> tuple[str, str] | None:
     return " && ".join(guards), items
 
 
-def kind_shapes(policy: Policy) -> list[TemplateShape]:
-    """Template shapes of the kind table's kinds whose templates the built-in shapes do not reach."""
-    out: list[TemplateShape] = []
+def _kind_templates(kind: CompiledKind) -> str | None:
+    """A CEL list of every pod template of one kind-table row, or None when CEL can spell none."""
+    parts = [_cel_templates(t.path) for t in kind.templates if t.resources is None]
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    return " + ".join(lst if g == "true" else f"({g} ? {lst} : [])" for g, lst in parts)
+
+
+def template_branches(policy: Policy) -> list[TemplateBranch]:
+    """One branch per intercepted resource of the kind table (built-ins and ``workloadKinds``); the
+    versions of one resource share a branch unless they keep their templates in different places."""
+    by_resource: dict[tuple[str, str], dict[str, list[str]]] = {}
     for kind in policy.kinds.values():
-        if kind.api_version in ("v1", "batch/v1", "apps/v1") or (kind.builtin and kind.name == "VolcanoJob"):
-            continue  # TEMPLATE_SHAPES covers them
-        parts = [_cel_templates(t.path) for t in kind.templates if t.resources is None and t.path]
-        parts = [p for p in parts if p is not None]
-        if not parts:
+        if kind.spec.scope != "Namespaced":
             continue
-        when = " ||\n  ".join(f"({g})" for g, _ in parts)
-        lists = " + ".join(f"({g} ? {lst} : [])" for g, lst in parts)
-        out.append(TemplateShape(kind.name, f"({when})", lists))
+        lists = _kind_templates(kind)
+        if lists is None:
+            continue
+        group, _, version = kind.api_version.rpartition("/")
+        by_resource.setdefault((group, kind.spec.plural), {}).setdefault(lists, []).append(version)
+    out: list[TemplateBranch] = []
+    for (group, resource), shapes in by_resource.items():
+        for lists, versions in shapes.items():
+            out.append(TemplateBranch(group, resource, tuple(versions) if len(shapes) > 1 else (), lists))
     return out
 
 
@@ -251,9 +264,12 @@ def _dra_in_template(policy: Policy) -> str:
 
 
 _DEV_PATH = (
-    # a superset of the host paths that normalise to /dev, under it or to /: without "..", normalising only
-    # drops "." segments and repeated or trailing slashes, so such a path is "/" and "." up to "dev" or the end
-    "(p.contains('..') || p.matches('^[/.]*(dev(/.*)?)?$'))"
+    # a superset of the host paths that normalise to /dev, /proc or /sys (webhook.engine.device_reach.
+    # DEVICE_ROOTS), under them or to /: without "..", normalising only drops "." segments and repeated
+    # or trailing slashes, so such a path is "/" and "." up to one of those names or the end
+    "(p.contains('..') || p.matches('^[/.]*(("
+    + "|".join(re.escape(root.lstrip("/")) for root in DEVICE_ROOTS)
+    + ")(/.*)?)?$'))"
 )
 _CAPABILITY = r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
 
@@ -373,10 +389,11 @@ def _indent(text: str, by: str) -> str:
 
 
 def gpu_relevant(policy: Policy, webhook: WebhookName) -> str:
-    """Only GPU-relevant objects reach the webhook: the intent label on the object, its CronJob
-    jobTemplate or a pod template, or a GPU-family resource in any (init) container of a pod template."""
-    shapes = [*TEMPLATE_SHAPES, *kind_shapes(policy)]
-    chain = "".join(f"{_indent(s.when, '  ')} ? {s.templates} :\n  " for s in shapes)
+    """Only GPU-relevant objects reach the webhook: a GPU trigger the engine knows (an intent label,
+    a GPU-family resource, a claim, a GPU-fraction annotation, a way past the device grant in a
+    template that can reach a GPU pool) on the object or in one of the pod templates its kind keeps
+    (chosen by the request's resource, :class:`TemplateBranch`)."""
+    chain = "".join(f"{_indent(b.when(), '  ')} ?\n    {b.templates} :\n  " for b in template_branches(policy))
     templates = f"(!has(object.spec) ? [] :\n  {chain}[]\n)"
     tests = [t for t in (test(policy) for test in TEMPLATE_TESTS) if t]
     per_template = " ||\n  ".join(_indent(t, "  ") for t in tests)
