@@ -1,8 +1,8 @@
 """The webhooks' matchConditions, taken from the rendered manifests and run with cel-python.
 
 The oracle is the engine itself: an object is GPU-relevant when, for the engine's own view of its pod
-templates (``webhook.engine.workload.templates``) and the default policy's GPU prefixes and intent
-label, it carries the label or a GPU-family resource. The CEL must agree on every object of the
+templates (``webhook.engine.workload.templates``) and the default policy's GPU prefixes, intent
+label and GPU-fraction annotations, it carries the label, a GPU-family resource or a fraction. The CEL must agree on every object of the
 real-world corpus and on synthetic objects of every kind. API-server semantics are emulated in
 ``cel_match`` (all conditions true -> call; any false -> skip; errors -> failurePolicy).
 """
@@ -44,6 +44,9 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
         metas.append(((obj.get("spec") or {}).get("jobTemplate") or {}).get("metadata") or {})
     for tpl in templates(obj, kind):
         metas.append(tpl.metadata)
+        annotations = tpl.metadata.get("annotations") or {}
+        if any(annotations.get(k) for k in policy.fraction_keys):  # KAI gpu-fraction / gpu-memory
+            return True
         if tpl.spec.get("resourceClaims"):  # DRA: the engine resolves the claim; the CEL forwards it
             return True
         for group in ("containers", "initContainers"):
@@ -138,6 +141,7 @@ def test_corpus(webhooks, policy):
         "volcano-vgpu-device-plugin/gpu-share.yaml", "k8s-dra-driver-gpu/mig-1g-12gb.yaml",
         "k8s-dra-driver-gpu/gpu-test2.yaml", "k8s-dra-driver-gpu/v1beta1-gpu-test1.yaml",
         "kueue/sample-dra-counter-job.yaml",  # a claim only: the CEL cannot resolve it, the engine does
+        "kai-scheduler/gpu-sharing.yaml",  # a GPU fraction by annotation only: a GPU pod to the engine
     ):  # fmt: skip
         assert has(positive, calls), positive
     for negative in (
@@ -145,7 +149,6 @@ def test_corpus(webhooks, policy):
         "hami/job-910B3.yaml",  # Ascend NPU, not a GPU family
         "kueue/sample-dra-extended-resource-job.yaml",  # example.com/gpu is not a GPU family we handle
         "network-operator/hostdevice-network-pod1.yaml",  # nvidia.com/hostdev is a NIC
-        "kai-scheduler/gpu-sharing.yaml",  # fraction by annotation only: neither label nor resource
         "website/nginx-deployment.yaml", "website/daemonset.yaml", "volcano/job.yaml",
     ):  # fmt: skip
         assert has(negative, skips) and not has(negative, calls), negative
@@ -410,7 +413,8 @@ def _update(kind: str, change) -> tuple[dict[str, Any], dict[str, Any]]:
 @pytest.mark.parametrize(
     ("kind", "what", "change", "want"),
     [
-        ("Deployment", "scale", lambda o: o["spec"].__setitem__("replicas", 5), SKIP),
+        ("Deployment", "scale up", lambda o: o["spec"].__setitem__("replicas", 5), CALL),  # gang rules read it
+        ("Deployment", "scale down", lambda o: o["spec"].__setitem__("replicas", 0), SKIP),
         (
             "Deployment",
             "revision annotation",
@@ -436,7 +440,8 @@ def _update(kind: str, change) -> tuple[dict[str, Any], dict[str, Any]]:
             lambda o: o["metadata"].setdefault("labels", {}).__setitem__("gpu-admission.io/workload", "inference"),
             CALL,
         ),
-        ("ReplicaSet", "scale", lambda o: o["spec"].__setitem__("replicas", 0), SKIP),
+        ("ReplicaSet", "scale down", lambda o: o["spec"].__setitem__("replicas", 0), SKIP),  # a rollout's old RS
+        ("StatefulSet", "scale up", lambda o: o["spec"].__setitem__("replicas", 8), CALL),
         ("StatefulSet", "template", lambda o: o["spec"]["template"]["metadata"]["labels"].__setitem__("v", "2"), CALL),
         ("DaemonSet", "ownerReferences", lambda o: o["metadata"].__setitem__("ownerReferences", []), SKIP),
         ("CronJob", "schedule", lambda o: o["spec"].__setitem__("schedule", "5 * * * *"), SKIP),

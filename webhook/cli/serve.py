@@ -219,10 +219,18 @@ def run(args: argparse.Namespace) -> int:
 
         kubeconfig = args.kubeconfig
         claims = ClaimObjects.from_api(lambda: resource_api_from_config(kubeconfig))
+    parents = None
+    if watches_cluster:  # scale reviews are judged on the object they scale, read from the apiserver
+        from webhook.server.namespace_watch import api_client_from_config
+        from webhook.server.scale import ApiParents
+
+        kubeconfig = args.kubeconfig
+        parents = ApiParents(lambda: api_client_from_config(kubeconfig))
     runtime = Runtime(
         store=store,
         namespaces=namespaces,
         claims=claims,
+        parents=parents,
         tls=CertReloader(settings.cert_interval),
         policy_interval=settings.policy_interval,
         engine_deadline=settings.engine_deadline,

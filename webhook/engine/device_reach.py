@@ -128,7 +128,8 @@ def _mounts(c: Mapping[str, Any], volumes: dict[str, tuple[int, str]]) -> Found:
                 index, host = volumes[m["name"]]
                 yield (
                     (field, i),
-                    f"uses hostPath volume {m['name']!r} (spec.volumes[{index}], host {host!r}, which reaches the host's devices)",
+                    f"uses hostPath volume {m['name']!r} (spec.volumes[{index}], host {host!r}, "
+                    "which reaches the host's devices)",
                     "remove the hostPath volume (ask for devices through resources or a resource claim)",
                 )
 

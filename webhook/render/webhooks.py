@@ -99,8 +99,23 @@ def kind_resources(policy: Policy) -> Iterable[Intercepted]:
         )
 
 
+def scale_resources(policy: Policy) -> Iterable[Intercepted]:
+    """The ``<resource>/scale`` subresource of every kind whose scale the kind table declares (apps
+    controllers, Kubeflow jobs with a Worker scale, LeaderWorkerSet): ``kubectl scale`` and HPAs change
+    the pod count the gang rules read without touching the object, so its UPDATE is validated (judged
+    as the object it scales; ``webhook.server.scale``)."""
+    for kind in policy.kinds.values():
+        if kind.spec.scope == "Namespaced" and kind.scale is not None:
+            group, _, version = kind.api_version.rpartition("/")
+            yield Intercepted(group, version, f"{kind.spec.plural}/scale", validate=("UPDATE",))
+
+
 # policy -> the resources it needs intercepted; a new kind or subresource is one more function here
-RESOURCE_SOURCES: list[Callable[[Policy], Iterable[Intercepted]]] = [builtin_resources, kind_resources]
+RESOURCE_SOURCES: list[Callable[[Policy], Iterable[Intercepted]]] = [
+    builtin_resources,
+    kind_resources,
+    scale_resources,
+]
 
 
 def intercepted(policy: Policy) -> list[Intercepted]:
@@ -247,6 +262,20 @@ def _gpu_resource_in_template(policy: Policy) -> str | None:
     )
 
 
+def _fraction_in_template(policy: Policy) -> str | None:
+    """A GPU-fraction annotation a scheduler the policy knows reads (``settings.gpuFractionAnnotations``,
+    KAI's ``gpu-fraction`` and ``gpu-memory``) with a value: a share of one GPU with no resource name,
+    a GPU pod to the engine (``webhook.engine.resources.inspect_pod``)."""
+    keys = policy.fraction_keys
+    if not keys:
+        return None
+    names = ", ".join(cel_string(k) for k in keys)
+    return (
+        "(has(t.metadata) && has(t.metadata.annotations) &&\n"
+        f"  [{names}].exists(k, k in t.metadata.annotations && t.metadata.annotations[k] != ''))"
+    )
+
+
 def _dra_in_template(policy: Policy) -> str:
     """DRA: a resource claim (its template or claim may be a GPU; only the engine can resolve it), or an
     extended resource a DeviceClass serves (the implicit ``deviceclass.resource.kubernetes.io/`` names
@@ -356,6 +385,7 @@ def _device_trigger_in_template(policy: Policy) -> str | None:
 TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
     _intent_label_on_template,
     _gpu_resource_in_template,
+    _fraction_in_template,
     _dra_in_template,
     _device_trigger_in_template,
 ]
@@ -363,25 +393,53 @@ TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
 
 def _object_tests(policy: Policy) -> list[str]:
     key = policy.keys.workload
-    tests = [
+    tests = []
+    if any(k.scale is not None for k in policy.kinds.values()):
+        # a Scale carries no template: the webhook reads the object it scales (only a changed count is
+        # sent: update-changes-intent-or-template) and the engine judges it
+        tests.append("(has(request.subResource) && request.subResource == 'scale')")
+    tests += [
         _label_in("object.metadata", key),
         "(has(object.spec) && has(object.spec.jobTemplate) &&\n  "
         + _label_in("object.spec.jobTemplate.metadata", key)
         + ")",
     ]
-    for kind in policy.kinds.values():  # resources outside a pod template (TrainJob's resourcesPerNode)
+    mapped = sorted(n for n in policy.dra.extended if not policy.is_gpu_resource(n))
+    keys = " || ".join(
+        [
+            *(f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes),
+            "k.startsWith('deviceclass.resource.kubernetes.io/')",
+            *(f"k == {cel_string(n)}" for n in mapped),
+        ]
+    )
+    for kind in policy.kinds.values():  # kinds without a pod template of their own (TrainJob)
         for tpl in kind.templates:
-            if tpl.resources is not None and all(isinstance(p, str) and _IDENT.match(p) for p in tpl.resources):
-                guards, expr = [], "object"
-                for part in tpl.resources:
-                    guards.append(f"has({expr}.{part})")
-                    expr = f"{expr}.{part}"
-                prefixes = " || ".join(f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes) or "false"
+            if tpl.resources is not None and _spellable(tpl.resources):  # resourcesPerNode
+                guards, expr = _guarded(tpl.resources)
                 tests.append(
-                    f"({' && '.join(guards)} &&\n  [has({expr}.limits) ? {expr}.limits : {{}},\n"
-                    f"    has({expr}.requests) ? {expr}.requests : {{}}].exists(m, m.exists(k, {prefixes})))"
+                    f"({guards} &&\n  [has({expr}.limits) ? {expr}.limits : {{}},\n"
+                    f"    has({expr}.requests) ? {expr}.requests : {{}}].exists(m, m.exists(k, {keys})))"
                 )
+            if tpl.patches is not None and _spellable(tpl.patches):
+                # the runtime patches carry the rest of the pod template (labels, annotations, tolerations,
+                # containers' securityContext and env), merged by the controller across every patch: CEL
+                # cannot merge them, so any patch is forwarded and the engine judges the merged template
+                guards, expr = _guarded(tpl.patches)
+                tests.append(f"({guards} && size({expr}) > 0)")
     return list(dict.fromkeys(tests))
+
+
+def _spellable(path: tuple) -> bool:
+    return all(isinstance(p, str) and _IDENT.match(p) for p in path)
+
+
+def _guarded(path: tuple) -> tuple[str, str]:
+    """(``has()`` guards of every step, the CEL path) of a wildcard-free path on ``object``."""
+    guards, expr = [], "object"
+    for part in path:
+        guards.append(f"has({expr}.{part})")
+        expr = f"{expr}.{part}"
+    return " && ".join(guards), expr
 
 
 def _indent(text: str, by: str) -> str:
@@ -414,25 +472,36 @@ def not_mirror_pod(policy: Policy, webhook: WebhookName) -> str:
 
 def update_changes_intent_or_template(policy: Policy, webhook: WebhookName) -> str | None:
     """UPDATEs are validated only when something the verdict depends on changed: labels, intent
-    annotations, or the pod template (apps controllers, CronJob) / spec (Jobs, Volcano Jobs), so
-    controllers' own writes (revision annotations, scaling, finalizers) never depend on the webhook."""
+    annotations and GPU-fraction annotations (a Pod's own metadata is its template's), the pod
+    template or a larger replica count (apps controllers and their ``/scale``: the gang rules read
+    it), the job template (CronJob), the spec (Jobs, Volcano Jobs, operator kinds), so that
+    controllers' own writes (revision annotations, status-like metadata, finalizers, scaling an old
+    ReplicaSet down) never depend on the webhook. A scale-up does: a StatefulSet created at one
+    replica and scaled to eight is a gang of eight. A smaller count makes no gang larger and asks for
+    no more GPUs, so it is not sent."""
     if webhook != "validating":
         return None
     prefix = cel_string(policy.settings.prefix + "/")
+    judged = f"k.startsWith({prefix})" + "".join(f" || k == {cel_string(key)}" for key in policy.fraction_keys)
     return (
         "request.operation != 'UPDATE' || oldObject == null ||\n"
         "!has(object.spec) || !has(oldObject.spec) ||\n"
         "(has(object.metadata.labels) ? object.metadata.labels : {}) !=\n"
         "  (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) ||\n"
         "(has(object.metadata.annotations) ? object.metadata.annotations : {}).exists(k,\n"
-        f"  k.startsWith({prefix}) &&\n"
+        f"  ({judged}) &&\n"
         "  !(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations &&\n"
         "    oldObject.metadata.annotations[k] == object.metadata.annotations[k])) ||\n"
         "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).exists(k,\n"
-        f"  k.startsWith({prefix}) &&\n"
+        f"  ({judged}) &&\n"
         "  !(has(object.metadata.annotations) && k in object.metadata.annotations)) ||\n"
-        "(request.resource.group == 'apps' && has(object.spec.template) && has(oldObject.spec.template) ?\n"
-        "  object.spec.template != oldObject.spec.template :\n"
+        "(has(request.subResource) && request.subResource == 'scale' ?\n"
+        "  (has(object.spec.replicas) ? object.spec.replicas : 0) >\n"
+        "    (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 0) :\n"
+        "request.resource.group == 'apps' && has(object.spec.template) && has(oldObject.spec.template) ?\n"
+        "  object.spec.template != oldObject.spec.template ||\n"
+        "    (has(object.spec.replicas) ? object.spec.replicas : 1) >\n"
+        "      (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 1) :\n"
         "has(object.spec.jobTemplate) && has(oldObject.spec.jobTemplate) ?\n"
         "  object.spec.jobTemplate != oldObject.spec.jobTemplate :\n"
         "  object.spec != oldObject.spec)"

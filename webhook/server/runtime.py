@@ -28,6 +28,7 @@ class Runtime:
     policy_interval: float = 2.0
     engine_deadline: float | None = None
     claims: Any = None  # webhook.server.claim_watch.ClaimObjects, when DRA objects are watched
+    parents: Any = None  # webhook.server.scale.ApiParents: reads what a `<resource>/scale` review scales
     admitter: Admitter = field(init=False)
     _tickers: list[Ticker] = field(default_factory=list, init=False)
     _said: tuple[str, ...] | None = field(default=None, init=False)  # the last readiness answer, logged
@@ -38,6 +39,7 @@ class Runtime:
             self.namespaces,
             engine_deadline=self.engine_deadline,
             cluster=self.claims.cluster if self.claims is not None else None,
+            parents=self.parents,
         )
 
     def start(self) -> None:
