@@ -5,7 +5,8 @@ What is emulated (k8s.io/apiserver admission/plugin/webhook, KEP-3716):
 * ``rules``: group / resource / operation of the request (scope Namespaced; versions are covered by
   ``matchPolicy: Equivalent``, so the version is not compared).
 * ``matchConditions``: every condition is evaluated with ``object``, ``oldObject`` (null on CREATE)
-  and ``request``; any ``false`` -> the webhook is skipped; otherwise, if any evaluation errored,
+  and ``request`` (the AdmissionRequest as unstructured JSON: ``subResource`` is absent, not empty,
+  for the object itself); any ``false`` -> the webhook is skipped; otherwise, if any evaluation errored,
   ``failurePolicy`` decides (``Fail`` -> the request is rejected without calling the webhook,
   ``Ignore`` -> skipped); all ``true`` -> the webhook is called.
 * Objects are passed as the API server would: built-in kinds are decoded into typed structs and
@@ -105,6 +106,7 @@ class Webhook:
         operation: str = "CREATE",
         old: dict[str, Any] | None = None,
         resource: tuple[str, str, str] | None = None,
+        sub_resource: str = "",
     ) -> Outcome:
         group, version, res = resource or resource_of(obj) or ("", "", "")
         request = {
@@ -114,6 +116,8 @@ class Webhook:
             "namespace": (obj.get("metadata") or {}).get("namespace", "default"),
             "name": (obj.get("metadata") or {}).get("name", ""),
         }
+        if sub_resource:  # omitempty in AdmissionRequest: absent (not "") for the object itself
+            request["subResource"] = sub_resource
         activation = {
             "object": celpy.json_to_cel(prune_nulls(obj)),
             "oldObject": celpy.json_to_cel(prune_nulls(old) if old is not None else None),

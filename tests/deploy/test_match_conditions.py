@@ -2,9 +2,10 @@
 
 The oracle is the engine itself: an object is GPU-relevant when, for the engine's own view of its pod
 templates (``webhook.engine.workload.templates``) and the default policy's GPU prefixes, intent
-label and GPU-fraction annotations, it carries the label, a GPU-family resource or a fraction. The CEL must agree on every object of the
-real-world corpus and on synthetic objects of every kind. API-server semantics are emulated in
-``cel_match`` (all conditions true -> call; any false -> skip; errors -> failurePolicy).
+label and GPU-fraction annotations, it carries the label, a GPU-family resource or a fraction. The
+CEL must agree on every object of the real-world corpus and on synthetic objects of every kind.
+API-server semantics are emulated in ``cel_match`` (all conditions true -> call; any false -> skip;
+errors -> failurePolicy).
 """
 
 from __future__ import annotations

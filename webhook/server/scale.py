@@ -53,7 +53,8 @@ def object_path(group: str, version: str, resource: str, namespace: str, name: s
 
 
 class ApiParents:
-    """Reads parents with the kubernetes client's ``ApiClient`` (the ServiceAccount's token)."""
+    """Reads parents with the kubernetes client (the ServiceAccount's token): ``GET`` of the object's
+    REST path (:func:`object_path`), which ``CustomObjectsApi`` builds for any API group, apps included."""
 
     def __init__(self, client_factory: Callable[[], Any], *, timeout: float = 1.0):
         self._client_factory = client_factory
@@ -72,14 +73,12 @@ class ApiParents:
         if not self._slots.acquire(blocking=False):
             raise ParentUnavailable(f"more than {MAX_CONCURRENT} scale reviews at once in this worker")
         try:
-            resp = self._api().call_api(
-                object_path(group, version, resource, namespace, name),
-                "GET",
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-                _return_http_data_only=True,
-                _request_timeout=self.timeout,
+            if not group:  # the kind table's scalable kinds are all in API groups (CustomObjectsApi's path)
+                raise ParentUnavailable("a core-group object cannot be read for a scale")
+            from kubernetes import client
+
+            resp = client.CustomObjectsApi(self._api()).get_namespaced_custom_object(
+                group, version, namespace, resource, name, _preload_content=False, _request_timeout=self.timeout
             )
             try:
                 doc = orjson.loads(resp.data)
