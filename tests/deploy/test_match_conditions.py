@@ -58,7 +58,7 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
                         return True
                 if any(k.startswith("deviceclass.resource.kubernetes.io/") for k in (res.get("limits") or {})):
                     return True
-        if device_trigger_tolerating_sliced_pool(tpl.spec, policy):
+        if device_trigger_tolerating_sliced_pool(tpl.spec, policy) or reaching_a_gpu_pool(tpl.spec, policy):
             return True
     return any(key in (m.get("labels") or {}) for m in metas)
 
@@ -74,6 +74,16 @@ def device_trigger_tolerating_sliced_pool(spec: dict[str, Any], policy) -> bool:
         return True
     tolerations = tuple(t for t in (reach.toleration(x) for x in spec.get("tolerations") or ()) if t is not None)
     return any(not reach.untolerated(policy.pools[name].taints, tolerations) for name in exposed_pools(policy))
+
+
+def reaching_a_gpu_pool(spec: dict[str, Any], policy) -> bool:
+    """At CREATE, as far as CEL can tell: the template names a node or tolerates every taint of some
+    GPU pool (the engine's toleration matching). Its containers without a GPU grant get
+    NVIDIA_VISIBLE_DEVICES=void, and /validate checks that they have it."""
+    if spec.get("nodeName"):
+        return True
+    tolerations = tuple(t for t in (reach.toleration(x) for x in spec.get("tolerations") or ()) if t is not None)
+    return any(not reach.untolerated(pool.taints, tolerations) for pool in policy.pools.values())
 
 
 def corpus_objects() -> list[tuple[str, dict[str, Any]]]:
@@ -143,10 +153,12 @@ def test_corpus(webhooks, policy):
         "k8s-dra-driver-gpu/gpu-test2.yaml", "k8s-dra-driver-gpu/v1beta1-gpu-test1.yaml",
         "kueue/sample-dra-counter-job.yaml",  # a claim only: the CEL cannot resolve it, the engine does
         "kai-scheduler/gpu-sharing.yaml",  # a GPU fraction by annotation only: a GPU pod to the engine
+        # no GPU request, but it tolerates the GPU taint: its pods get NVIDIA_VISIBLE_DEVICES=void (in a
+        # cluster it runs in kube-system, which is never intercepted)
+        "k8s-device-plugin/nvidia-device-plugin.yaml",
     ):  # fmt: skip
         assert has(positive, calls), positive
     for negative in (
-        "k8s-device-plugin/nvidia-device-plugin.yaml",  # GPU infra DaemonSet, no GPU request
         "hami/job-910B3.yaml",  # Ascend NPU, not a GPU family
         "kueue/sample-dra-extended-resource-job.yaml",  # example.com/gpu is not a GPU family we handle
         "network-operator/hostdevice-network-pod1.yaml",  # nvidia.com/hostdev is a NIC
@@ -546,11 +558,19 @@ def test_cpu_only_pod_with_a_trigger_tolerating_a_sliced_pool_is_forwarded(webho
 
 
 @pytest.mark.parametrize("what", sorted(NOT_TRIGGERS))
-def test_tolerant_cpu_pod_without_a_trigger_is_skipped(webhooks, what):
+def test_tolerant_cpu_pod_without_a_trigger_is_sent_at_create_only(webhooks, what):
+    """It may land on a GPU node: /mutate gives its containers NVIDIA_VISIBLE_DEVICES=void and /validate
+    checks it. Its later UPDATEs (labels; every bound pod has a nodeName) are none of the webhook's."""
     fields, extra = NOT_TRIGGERS[what]
     obj = _cpu("Pod", fields, extra, tolerations=BLANKET)
     for hook in _hooks_for(webhooks, obj):
-        assert hook.decide(obj) == SKIP, (what, hook.name)
+        assert hook.decide(obj) == CALL, (what, hook.name)
+    relabelled = copy.deepcopy(obj)
+    relabelled["metadata"]["labels"] = {"team": "b"}
+    relabelled["spec"]["nodeName"] = "gpu-node-1"
+    old = copy.deepcopy(obj)
+    old["spec"]["nodeName"] = "gpu-node-1"
+    assert webhooks["validating"].decide(relabelled, operation="UPDATE", old=old) == SKIP, what
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -592,9 +612,14 @@ def test_cpu_only_pod_with_a_trigger_and_a_node_name_is_forwarded(webhooks, poli
         for hook in _hooks_for(webhooks, obj):
             outcome = hook.evaluate(obj)
             assert not outcome.errors and outcome.decision == CALL, (trigger, kind, hook.name, outcome.results)
-    plain = _cpu("Pod", {}, {}, nodeName="gpu-node-7")  # no trigger: a named node is no business of ours
+    # no trigger: at CREATE its containers get NVIDIA_VISIBLE_DEVICES=void (the node may be a GPU node);
+    # an UPDATE of it (every bound pod has a nodeName) is no business of ours
+    plain = _cpu("Pod", {}, {}, nodeName="gpu-node-7")
     for hook in _hooks_for(webhooks, plain):
-        assert hook.decide(plain) == SKIP, hook.name
+        assert hook.decide(plain) == CALL, hook.name
+    relabelled = copy.deepcopy(plain)
+    relabelled["metadata"]["labels"] = {"team": "b"}
+    assert webhooks["validating"].decide(relabelled, operation="UPDATE", old=plain) == SKIP
 
 
 @pytest.mark.parametrize("operator", ["Gt", "Lt"])

@@ -228,6 +228,86 @@ def has_trigger(spec: Mapping[str, Any]) -> bool:
     return False
 
 
+# --- the image's own NVIDIA_VISIBLE_DEVICES -------------------------------------------------------------
+
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+VOID = "void"
+"""What a container without a GPU grant gets in a pod that can reach a GPU pool (HAMi does the same):
+CUDA images set ``NVIDIA_VISIBLE_DEVICES=all`` themselves, and with the NVIDIA container toolkit's
+stock settings (``accept-nvidia-visible-devices-envvar-when-unprivileged = true``, the device
+plugin's ``envvar`` list strategy) the toolkit honours it in an unprivileged container: every GPU of
+the node, visible in no field of the pod. ``void`` makes the toolkit leave the container alone (as
+runc would); a pod-spec ``env`` entry wins over the image's ``ENV``. Containers the device plugin
+gives GPUs are left alone: its ``Allocate`` answer sets the variable to their devices."""
+
+
+def container_granted(policy: Policy, container: Mapping[str, Any]) -> bool:
+    """The container is given devices by name: a GPU-family extended resource (or one a DeviceClass
+    serves) in its limits or requests, or a DRA claim (``resources.claims``)."""
+    res = container.get("resources")
+    if not isinstance(res, dict):
+        return False
+    if res.get("claims"):
+        return True
+    for section in ("limits", "requests"):
+        values = res.get(section)
+        for key in values if isinstance(values, dict) else ():
+            if isinstance(key, str) and (
+                policy.is_gpu_resource(key)
+                or key.startswith("deviceclass.resource.kubernetes.io/")
+                or key in policy.dra.extended
+            ):
+                return True
+    return False
+
+
+def sets_visible_devices(container: Mapping[str, Any]) -> bool:
+    """An ``env`` entry names ``NVIDIA_VISIBLE_DEVICES`` (the user's value is kept, and judged)."""
+    return any(isinstance(e, dict) and e.get("name") == VISIBLE_DEVICES for e in _list(container.get("env")))
+
+
+def without_visible_devices(
+    policy: Policy, spec: Mapping[str, Any], fraction: bool = False
+) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
+    """(group, index, container) of every container and init container (native sidecars included)
+    with no GPU grant and no ``NVIDIA_VISIBLE_DEVICES`` in its ``env``: the image's value would reach
+    the node's GPUs. In a pod with a GPU-fraction annotation (KAI) the scheduler's binder, not a
+    resource, gives a regular container its share, so only init containers are listed there."""
+    for group in ("containers", "initContainers"):
+        if fraction and group == "containers":
+            continue
+        for index, c in enumerate(_list(spec.get(group))):
+            if isinstance(c, dict) and not sets_visible_devices(c) and not container_granted(policy, c):
+                yield group, index, c
+
+
+def may_reach_a_pool(policy: Policy, spec: Mapping[str, Any]) -> bool:
+    """A cheap screen before the reachability model: False only when the pod certainly reaches no GPU
+    pool (every pool has a filtering taint, and the pod tolerates nothing and names no node)."""
+    if spec.get("tolerations") or spec.get("nodeName"):
+        return True
+
+    def compute() -> bool:
+        from webhook.engine.reach import FILTERING
+
+        return any(not [t for t in p.taints if t[2] is None or t[2] in FILTERING] for p in policy.pools.values())
+
+    return policy.recall(("device-env", "untainted-pool"), compute)
+
+
+def visible_devices_trigger(spec: Mapping[str, Any], t: Trigger) -> bool:
+    """The trigger is an ``env`` entry that writes ``NVIDIA_VISIBLE_DEVICES`` (a value other than
+    none/void, or a ``valueFrom``): judged wherever the pod can reach a GPU pool, not only a sliced one,
+    since the webhook sets ``void`` there itself and a written value takes it back."""
+    if t.path[:1] != ("env",) or len(t.path) != 2 or not isinstance(t.path[1], int):
+        return False
+    containers = _list(spec.get(t.group))
+    c = containers[t.index] if t.index < len(containers) else None
+    env = _list(c.get("env")) if isinstance(c, dict) else []
+    entry = env[t.path[1]] if t.path[1] < len(env) else None
+    return isinstance(entry, dict) and entry.get("name") == VISIBLE_DEVICES
+
+
 def exposed_pools(policy: Policy) -> frozenset[str]:
     """Pools a CPU-only pod with a trigger must not be able to reach: those whose cards are shared or
     sliced, or every GPU pool with ``settings.privilegedGPUPools: all``."""

@@ -321,18 +321,16 @@ def _tolerates_taint(key: str, value: str | None, effect: str | None) -> str:
     )
 
 
-def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
-    """Template ``t`` gets past the taints of at least one pool ``privileged-gpu`` guards for CPU-only
-    pods: it sets ``spec.nodeName`` (the kubelet admits it past ``NoSchedule`` taints, no scheduler
+def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None) -> str | None:
+    """Template ``t`` gets past the taints of at least one of the pools ``names`` (every GPU pool when
+    None): it sets ``spec.nodeName`` (the kubelet admits it past ``NoSchedule`` taints, no scheduler
     asked) or tolerates every filtering taint of such a pool; "true" when such a pool has no taint, None
     when there is no such pool."""
-    from webhook.engine.device_reach import exposed_pools
     from webhook.engine.reach import FILTERING
 
-    exposed = exposed_pools(policy)
     pools = []
     for name, pool in policy.pools.items():
-        if name not in exposed:
+        if names is not None and name not in names:
             continue
         taints = [t for t in pool.taints if t[2] is None or t[2] in FILTERING]
         if not taints:
@@ -345,6 +343,35 @@ def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
     return (
         "((has(t.spec.nodeName) && t.spec.nodeName != '') ||\n"
         f"  (has(t.spec.tolerations) && (\n    {_indent(alternatives, '  ')})))"
+    )
+
+
+def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
+    """... one of the pools ``privileged-gpu`` guards for CPU-only pods (shared or sliced cards)."""
+    from webhook.engine.device_reach import exposed_pools
+
+    return _tolerates_a_pool(policy, exposed_pools(policy))
+
+
+def _reaches_a_gpu_pool_in_template(policy: Policy) -> str | None:
+    """At CREATE, any template that may reach a GPU pool (its tolerations, a ``nodeName``): its
+    containers without a GPU grant get ``NVIDIA_VISIBLE_DEVICES=void`` from ``/mutate``, and ``/validate``
+    checks it is there (``privileged-gpu``). At UPDATE, a template that may reach a GPU pool and writes
+    ``NVIDIA_VISIBLE_DEVICES`` (an ephemeral container's env, a controller's new template). Not every
+    UPDATE of a bound pod: every bound pod has a ``nodeName``, and labels change all the time."""
+    tolerates = _tolerates_a_pool(policy)
+    if tolerates is None:
+        return None
+    written = (
+        "((has(t.spec.containers) ? t.spec.containers : []) +\n"
+        "  (has(t.spec.initContainers) ? t.spec.initContainers : []) +\n"
+        "  (has(t.spec.ephemeralContainers) ? t.spec.ephemeralContainers : [])).exists(c,\n"
+        "  has(c.env) && c.env.exists(e, has(e.name) && e.name == 'NVIDIA_VISIBLE_DEVICES' &&\n"
+        "    !(has(e.value) && (e.value == 'none' || e.value == 'void'))))"
+    )
+    return (
+        f"(has(t.spec) &&\n  (request.operation == 'CREATE' ||\n    {_indent(written, '    ')}) &&\n"
+        f"  {_indent(tolerates, '  ')})"
     )
 
 
@@ -388,6 +415,7 @@ TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
     _fraction_in_template,
     _dra_in_template,
     _device_trigger_in_template,
+    _reaches_a_gpu_pool_in_template,
 ]
 
 
