@@ -138,8 +138,11 @@ class Context:
 
     def reaches_gpu_pool(self, state: TemplateState) -> bool:
         """The template's pods can run on a GPU pool's nodes: it holds GPUs or declares a class (it is
-        placed on one), or the reachability model finds a pool it can be bound into."""
-        if state.intent is not None or state.judged.has_gpu:
+        placed on one), or the reachability model finds a pool it can be bound into. A class template
+        that did not resolve is denied and placed nowhere: nothing to say about its device env."""
+        if state.intent is not None:
+            return state.resolution is not None
+        if state.judged.has_gpu:
             return True
         from webhook.engine.device_reach import may_reach_a_pool
 

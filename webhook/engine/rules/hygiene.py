@@ -33,36 +33,41 @@ from webhook.quantity import QuantityError, parse_quantity
 )
 def privileged_gpu(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
+        yield from _reach_findings(ctx, state)
         if ctx.stored and state.device_env and not state.tpl.virtual:
             yield from _device_env_missing(ctx, state)
-        found = list(triggers(state.view.spec))
-        admin = list(admin_access(state.judged)) if state.view.spec.get("resourceClaims") else ()
-        if not found and not admin:
-            continue  # the usual case: no reachability computed
-        where = _device_scope(ctx, state)
+
+
+def _reach_findings(ctx: Context, state: TemplateState) -> Iterable[Finding]:
+    """The triggers and adminAccess requests of one template, where device reach matters."""
+    found = list(triggers(state.view.spec))
+    admin = list(admin_access(state.judged)) if state.view.spec.get("resourceClaims") else ()
+    if not found and not admin:
+        return  # the usual case: no reachability computed
+    where = _device_scope(ctx, state)
+    if where is None:
+        # off a sliced pool only a written NVIDIA_VISIBLE_DEVICES is judged: on any GPU pool it takes
+        # back the void the webhook gives every container without a grant
+        found = [t for t in found if visible_devices_trigger(state.view.spec, t)]
+        where = _gpu_pool_scope(ctx, state) if found else None
         if where is None:
-            # off a sliced pool only a written NVIDIA_VISIBLE_DEVICES is judged: on any GPU pool it takes
-            # back the void the webhook gives every container without a grant
-            found = [t for t in found if visible_devices_trigger(state.view.spec, t)]
-            where = _gpu_pool_scope(ctx, state) if found else None
-            if where is None:
-                continue
-            admin = ()
-        for t in found:
-            yield Finding(
-                "privileged-gpu",
-                state.view.dotted("spec", t.group, t.index, *t.path),
-                f"{t.role} {t.name!r} {t.what} {where}: it would see every GPU on the node, not only the pod's "
-                f"grant; {t.fix}",
-                state.class_name,
-            )
-        for a in admin:
-            yield Finding(
-                "privileged-gpu",
-                state.view.dotted("spec", "resourceClaims", a.claim_index),
-                f"{a.what} {where}: it would get devices other pods hold, not only the pod's grant; {ADMIN_FIX}",
-                state.class_name,
-            )
+            return
+        admin = ()
+    for t in found:
+        yield Finding(
+            "privileged-gpu",
+            state.view.dotted("spec", t.group, t.index, *t.path),
+            f"{t.role} {t.name!r} {t.what} {where}: it would see every GPU on the node, not only the pod's "
+            f"grant; {t.fix}",
+            state.class_name,
+        )
+    for a in admin:
+        yield Finding(
+            "privileged-gpu",
+            state.view.dotted("spec", "resourceClaims", a.claim_index),
+            f"{a.what} {where}: it would get devices other pods hold, not only the pod's grant; {ADMIN_FIX}",
+            state.class_name,
+        )
 
 
 def _device_scope(ctx: Context, state: TemplateState) -> str | None:
