@@ -15,11 +15,11 @@ schema (strict) of the oldest and newest supported release, and mutating it agai
 from __future__ import annotations
 
 import copy
-from pathlib import Path
 
 import pytest
 import yaml
 
+from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, job, k8s_errors, pod, rules, violation
 from tests.engine.test_reach_attacks import BLANKET, admit
 from webhook.engine import evaluate
@@ -172,7 +172,7 @@ def test_no_void_where_privileged_gpu_is_off(policy):
     from privileged-gpu gets no void, as it gets no privileged-gpu denial."""
     from webhook.policy import load_policy_texts
 
-    doc = yaml.safe_load((Path(__file__).resolve().parents[2] / "policies" / "default.yaml").read_text())
+    doc = yaml.safe_load((POLICIES / "default.yaml").read_text())
     doc["spec"]["rules"]["privileged-gpu"] = {"exempt": [{"matchLabels": {"gpu-stack": "true"}}]}
     exempting = load_policy_texts([("default.yaml", yaml.safe_dump(doc))])
     plugin = pod({}, [container("nvidia-device-plugin")], tolerations=GPU_TAINT)
