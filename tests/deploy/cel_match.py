@@ -5,7 +5,8 @@ What is emulated (k8s.io/apiserver admission/plugin/webhook, KEP-3716):
 * ``rules``: group / resource / operation of the request (scope Namespaced; versions are covered by
   ``matchPolicy: Equivalent``, so the version is not compared).
 * ``matchConditions``: every condition is evaluated with ``object``, ``oldObject`` (null on CREATE)
-  and ``request``; any ``false`` -> the webhook is skipped; otherwise, if any evaluation errored,
+  and ``request`` (the AdmissionRequest as unstructured JSON: ``subResource`` is absent, not empty,
+  for the object itself); any ``false`` -> the webhook is skipped; otherwise, if any evaluation errored,
   ``failurePolicy`` decides (``Fail`` -> the request is rejected without calling the webhook,
   ``Ignore`` -> skipped); all ``true`` -> the webhook is called.
 * Objects are passed as the API server would: built-in kinds are decoded into typed structs and
@@ -41,11 +42,17 @@ RESOURCES = {
     ("kubeflow.org/v1", "PyTorchJob"): ("kubeflow.org", "v1", "pytorchjobs"),
     ("kubeflow.org/v1", "TFJob"): ("kubeflow.org", "v1", "tfjobs"),
     ("kubeflow.org/v1", "PaddleJob"): ("kubeflow.org", "v1", "paddlejobs"),
-    ("kubeflow.org/v2beta1", "MPIJob"): ("kubeflow.org", "v2beta1", "mpijobs"),
+    ("kubeflow.org/v1", "XGBoostJob"): ("kubeflow.org", "v1", "xgboostjobs"),
+    ("kubeflow.org/v1", "JAXJob"): ("kubeflow.org", "v1", "jaxjobs"),
+    ("kubeflow.org/v1", "MPIJob"): ("kubeflow.org", "v1", "mpijobs"),  # the training-operator's
+    ("kubeflow.org/v2beta1", "MPIJob"): ("kubeflow.org", "v2beta1", "mpijobs"),  # mpi-operator's
     ("jobset.x-k8s.io/v1alpha2", "JobSet"): ("jobset.x-k8s.io", "v1alpha2", "jobsets"),
     ("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"): ("leaderworkerset.x-k8s.io", "v1", "leaderworkersets"),
     ("ray.io/v1", "RayCluster"): ("ray.io", "v1", "rayclusters"),
     ("ray.io/v1", "RayJob"): ("ray.io", "v1", "rayjobs"),
+    ("ray.io/v1", "RayService"): ("ray.io", "v1", "rayservices"),
+    ("batch.volcano.sh/v1alpha1", "CronJob"): ("batch.volcano.sh", "v1alpha1", "cronjobs"),
+    ("trainer.kubeflow.org/v1alpha1", "TrainingRuntime"): ("trainer.kubeflow.org", "v1alpha1", "trainingruntimes"),
     ("trainer.kubeflow.org/v1alpha1", "TrainJob"): ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
     ("resource.k8s.io/v1", "ResourceClaim"): ("resource.k8s.io", "v1", "resourceclaims"),
     ("resource.k8s.io/v1", "ResourceClaimTemplate"): ("resource.k8s.io", "v1", "resourceclaimtemplates"),
@@ -102,6 +109,7 @@ class Webhook:
         old: dict[str, Any] | None = None,
         resource: tuple[str, str, str] | None = None,
         user_info: dict[str, Any] | None = None,
+        sub_resource: str = "",
     ) -> Outcome:
         group, version, res = resource or resource_of(obj) or ("", "", "")
         request = {
@@ -113,6 +121,8 @@ class Webhook:
         }
         if user_info is not None:
             request["userInfo"] = user_info
+        if sub_resource:  # omitempty in AdmissionRequest: absent (not "") for the object itself
+            request["subResource"] = sub_resource
         activation = {
             "object": celpy.json_to_cel(prune_nulls(obj)),
             "oldObject": celpy.json_to_cel(prune_nulls(old) if old is not None else None),

@@ -206,6 +206,15 @@ OPERATOR_KINDS = {
     ("ray.io", "rayservices"),
     ("trainer.kubeflow.org", "trainjobs"),
 }
+SCALED_KINDS = {
+    ("apps", "deployments"),
+    ("apps", "statefulsets"),
+    ("apps", "replicasets"),
+    ("kubeflow.org", "pytorchjobs"),  # training-operator release-1.9: Worker replicas
+    ("kubeflow.org", "paddlejobs"),
+    ("kubeflow.org", "jaxjobs"),
+    ("leaderworkerset.x-k8s.io", "leaderworkersets"),  # groups
+}
 VALIDATED_KINDS = {
     ("batch.volcano.sh", "cronjobs"),
     ("trainer.kubeflow.org", "trainingruntimes"),
@@ -229,6 +238,8 @@ VALIDATING_RULES = (
         for r in ("deployments", "statefulsets", "replicasets", "daemonsets")
         for op in ("CREATE", "UPDATE")
     }
+    # the scale subresources of every kind whose size the gang rules read (their CRDs serve one)
+    | {(g, f"{r}/scale", "UPDATE") for g, r in SCALED_KINDS}
 )
 
 

@@ -1,10 +1,11 @@
 """The webhooks' matchConditions, taken from the rendered manifests and run with cel-python.
 
 The oracle is the engine itself: an object is GPU-relevant when, for the engine's own view of its pod
-templates (``webhook.engine.workload.templates``) and the default policy's GPU prefixes and intent
-label, it carries the label or a GPU-family resource. The CEL must agree on every object of the
-real-world corpus and on synthetic objects of every kind. API-server semantics are emulated in
-``cel_match`` (all conditions true -> call; any false -> skip; errors -> failurePolicy).
+templates (``webhook.engine.workload.templates``) and the default policy's GPU prefixes, intent
+label and GPU-fraction annotations, it carries the label, a GPU-family resource or a fraction. The
+CEL must agree on every object of the real-world corpus and on synthetic objects of every kind.
+API-server semantics are emulated in ``cel_match`` (all conditions true -> call; any false -> skip;
+errors -> failurePolicy).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
         metas.append(((obj.get("spec") or {}).get("jobTemplate") or {}).get("metadata") or {})
     for tpl in templates(obj, kind):
         metas.append(tpl.metadata)
+        annotations = tpl.metadata.get("annotations") or {}
+        if any(annotations.get(k) for k in policy.fraction_keys):  # KAI gpu-fraction / gpu-memory
+            return True
         if tpl.spec.get("resourceClaims"):  # DRA: the engine resolves the claim; the CEL forwards it
             return True
         for group in ("containers", "initContainers"):
@@ -63,7 +67,7 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
                         return True
                 if any(k.startswith("deviceclass.resource.kubernetes.io/") for k in (res.get("limits") or {})):
                     return True
-        if device_trigger_tolerating_sliced_pool(tpl.spec, policy):
+        if device_trigger_tolerating_sliced_pool(tpl.spec, policy) or reaching_a_gpu_pool(tpl.spec, policy):
             return True
     return any(key in (m.get("labels") or {}) for m in metas)
 
@@ -79,6 +83,16 @@ def device_trigger_tolerating_sliced_pool(spec: dict[str, Any], policy) -> bool:
         return True
     tolerations = tuple(t for t in (reach.toleration(x) for x in spec.get("tolerations") or ()) if t is not None)
     return any(not reach.untolerated(policy.pools[name].taints, tolerations) for name in exposed_pools(policy))
+
+
+def reaching_a_gpu_pool(spec: dict[str, Any], policy) -> bool:
+    """At CREATE, as far as CEL can tell: the template names a node or tolerates every taint of some
+    GPU pool (the engine's toleration matching). Its containers without a GPU grant get
+    NVIDIA_VISIBLE_DEVICES=void, and /validate checks that they have it."""
+    if spec.get("nodeName"):
+        return True
+    tolerations = tuple(t for t in (reach.toleration(x) for x in spec.get("tolerations") or ()) if t is not None)
+    return any(not reach.untolerated(pool.taints, tolerations) for pool in policy.pools.values())
 
 
 def corpus_objects() -> list[tuple[str, dict[str, Any]]]:
@@ -147,14 +161,16 @@ def test_corpus(webhooks, policy):
         "volcano-vgpu-device-plugin/gpu-share.yaml", "k8s-dra-driver-gpu/mig-1g-12gb.yaml",
         "k8s-dra-driver-gpu/gpu-test2.yaml", "k8s-dra-driver-gpu/v1beta1-gpu-test1.yaml",
         "kueue/sample-dra-counter-job.yaml",  # a claim only: the CEL cannot resolve it, the engine does
+        "kai-scheduler/gpu-sharing.yaml",  # a GPU fraction by annotation only: a GPU pod to the engine
+        # no GPU request, but it tolerates the GPU taint: its pods get NVIDIA_VISIBLE_DEVICES=void (in a
+        # cluster it runs in kube-system, which is never intercepted)
+        "k8s-device-plugin/nvidia-device-plugin.yaml",
     ):  # fmt: skip
         assert has(positive, calls), positive
     for negative in (
-        "k8s-device-plugin/nvidia-device-plugin.yaml",  # GPU infra DaemonSet, no GPU request
         "hami/job-910B3.yaml",  # Ascend NPU, not a GPU family
         "kueue/sample-dra-extended-resource-job.yaml",  # example.com/gpu is not a GPU family we handle
         "network-operator/hostdevice-network-pod1.yaml",  # nvidia.com/hostdev is a NIC
-        "kai-scheduler/gpu-sharing.yaml",  # fraction by annotation only: neither label nor resource
         "website/nginx-deployment.yaml", "website/daemonset.yaml", "volcano/job.yaml",
     ):  # fmt: skip
         assert has(negative, skips) and not has(negative, calls), negative
@@ -419,7 +435,8 @@ def _update(kind: str, change) -> tuple[dict[str, Any], dict[str, Any]]:
 @pytest.mark.parametrize(
     ("kind", "what", "change", "want"),
     [
-        ("Deployment", "scale", lambda o: o["spec"].__setitem__("replicas", 5), SKIP),
+        ("Deployment", "scale up", lambda o: o["spec"].__setitem__("replicas", 5), CALL),  # gang rules read it
+        ("Deployment", "scale down", lambda o: o["spec"].__setitem__("replicas", 0), SKIP),
         (
             "Deployment",
             "revision annotation",
@@ -445,7 +462,8 @@ def _update(kind: str, change) -> tuple[dict[str, Any], dict[str, Any]]:
             lambda o: o["metadata"].setdefault("labels", {}).__setitem__("gpu-admission.io/workload", "inference"),
             CALL,
         ),
-        ("ReplicaSet", "scale", lambda o: o["spec"].__setitem__("replicas", 0), SKIP),
+        ("ReplicaSet", "scale down", lambda o: o["spec"].__setitem__("replicas", 0), SKIP),  # a rollout's old RS
+        ("StatefulSet", "scale up", lambda o: o["spec"].__setitem__("replicas", 8), CALL),
         ("StatefulSet", "template", lambda o: o["spec"]["template"]["metadata"]["labels"].__setitem__("v", "2"), CALL),
         ("DaemonSet", "ownerReferences", lambda o: o["metadata"].__setitem__("ownerReferences", []), SKIP),
         ("CronJob", "schedule", lambda o: o["spec"].__setitem__("schedule", "5 * * * *"), SKIP),
@@ -549,11 +567,19 @@ def test_cpu_only_pod_with_a_trigger_tolerating_a_sliced_pool_is_forwarded(webho
 
 
 @pytest.mark.parametrize("what", sorted(NOT_TRIGGERS))
-def test_tolerant_cpu_pod_without_a_trigger_is_skipped(webhooks, what):
+def test_tolerant_cpu_pod_without_a_trigger_is_sent_at_create_only(webhooks, what):
+    """It may land on a GPU node: /mutate gives its containers NVIDIA_VISIBLE_DEVICES=void and /validate
+    checks it. Its later UPDATEs (labels; every bound pod has a nodeName) are none of the webhook's."""
     fields, extra = NOT_TRIGGERS[what]
     obj = _cpu("Pod", fields, extra, tolerations=BLANKET)
     for hook in _hooks_for(webhooks, obj):
-        assert hook.decide(obj) == SKIP, (what, hook.name)
+        assert hook.decide(obj) == CALL, (what, hook.name)
+    relabelled = copy.deepcopy(obj)
+    relabelled["metadata"]["labels"] = {"team": "b"}
+    relabelled["spec"]["nodeName"] = "gpu-node-1"
+    old = copy.deepcopy(obj)
+    old["spec"]["nodeName"] = "gpu-node-1"
+    assert webhooks["validating"].decide(relabelled, operation="UPDATE", old=old) == SKIP, what
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -595,9 +621,14 @@ def test_cpu_only_pod_with_a_trigger_and_a_node_name_is_forwarded(webhooks, poli
         for hook in _hooks_for(webhooks, obj):
             outcome = hook.evaluate(obj)
             assert not outcome.errors and outcome.decision == CALL, (trigger, kind, hook.name, outcome.results)
-    plain = _cpu("Pod", {}, {}, nodeName="gpu-node-7")  # no trigger: a named node is no business of ours
+    # no trigger: at CREATE its containers get NVIDIA_VISIBLE_DEVICES=void (the node may be a GPU node);
+    # an UPDATE of it (every bound pod has a nodeName) is no business of ours
+    plain = _cpu("Pod", {}, {}, nodeName="gpu-node-7")
     for hook in _hooks_for(webhooks, plain):
-        assert hook.decide(plain) == SKIP, hook.name
+        assert hook.decide(plain) == CALL, hook.name
+    relabelled = copy.deepcopy(plain)
+    relabelled["metadata"]["labels"] = {"team": "b"}
+    assert webhooks["validating"].decide(relabelled, operation="UPDATE", old=plain) == SKIP
 
 
 @pytest.mark.parametrize("operator", ["Gt", "Lt"])

@@ -51,6 +51,25 @@ def test_no_wildcards_and_no_escalation(rendered):
             assert "nonResourceURLs" not in rule
 
 
+def _scaled(docs: list[dict[str, Any]]) -> set[tuple[str, str]]:
+    """(group, resource) of every ``<resource>/scale`` the validating webhook intercepts."""
+    out = set()
+    for doc in docs:
+        if doc["kind"] == "ValidatingWebhookConfiguration":
+            for rule in doc["webhooks"][0]["rules"]:
+                for r in rule["resources"]:
+                    if r.endswith("/scale"):
+                        out |= {(g, r.removesuffix("/scale")) for g in rule["apiGroups"]}
+    return out
+
+
+def test_every_scaled_kind_can_be_read(rendered):
+    """A scale review is judged on the object it scales, which the server reads: without ``get`` on it
+    every ``kubectl scale`` of such a kind would be denied ("could not read ... retry")."""
+    _, docs = rendered
+    assert {("apps", "statefulsets"), ("apps", "deployments"), ("kubeflow.org", "pytorchjobs")} <= _scaled(docs)
+
+
 def test_webhook_service_account(rendered):
     _, docs = rendered
     webhook = _grants(docs)["gpu-admission"]
@@ -74,6 +93,7 @@ def test_webhook_service_account(rendered):
         for r, n in WEBHOOK_CONFIGS.items()
         for v in ("get", "patch")
     }
+    expected |= {("cluster", g, r, "get", "") for g, r in _scaled(docs)}  # the object a Scale scales
     assert webhook == expected
     pod = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
     assert pod["serviceAccountName"] == "gpu-admission"

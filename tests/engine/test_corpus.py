@@ -63,7 +63,10 @@ def test_invalid_documents_get_clear_located_errors(results):
 
 def test_non_gpu_objects_are_skipped_and_gpu_objects_are_judged(results):
     by_name = {(Path(r.file).name, r.label): r for r in results}
-    assert by_name[("nvidia-device-plugin.yaml", "DaemonSet/nvidia-device-plugin-daemonset")].status is Status.SKIPPED
+    # no GPU asked for, but it tolerates the GPU taint: it can reach every GPU pool, so it is judged (its
+    # pods' containers would get NVIDIA_VISIBLE_DEVICES=void; in a cluster kube-system is never intercepted)
+    plugin = by_name[("nvidia-device-plugin.yaml", "DaemonSet/nvidia-device-plugin-daemonset")]
+    assert plugin.status is Status.ADMITTED and plugin.namespace == "kube-system"
     assert by_name[("nginx-deployment.yaml", "Deployment/nginx-deployment")].status is Status.SKIPPED
     assert by_name[("job-910B3.yaml", "Pod/ascend910b3-job")].status is Status.SKIPPED  # Ascend is not an NVIDIA GPU
     assert by_name[("gpu-pod.yaml", "Pod/gpu-operator-test")].status is Status.WARNED

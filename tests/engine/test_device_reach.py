@@ -188,6 +188,42 @@ def test_host_paths_that_reach_dev(policy, path):
     assert violation(d, "privileged-gpu").path == "spec.containers[0].volumeMounts[0]"
 
 
+HOST_DEVICES_ELSEWHERE = [
+    "/proc/1/root/dev",
+    "/proc/1/root",
+    "/proc/1/root/",
+    "/proc/self/root",
+    "/proc/self/root/dev/nvidia0",
+    "/proc",
+    "/proc/",
+    "//proc//1/root",
+    "/./proc/./1/root/./dev",
+    "/var/../proc/1/root",
+    "proc/1/root",
+    "/sys",
+    "/sys/",
+    "/sys/bus/pci/devices",
+    "//sys/bus/pci/devices/0000:3b:00.0/resource0",
+]
+
+
+@pytest.mark.parametrize("path", HOST_DEVICES_ELSEWHERE)
+def test_host_paths_that_reach_the_host_devices_through_proc_or_sys(policy, path):
+    """``/proc/1/root`` (or ``/proc/self/root``, resolved by the kubelet on the host) is the host's root,
+    so ``/proc/1/root/dev`` is the host's /dev; ``/sys`` maps a GPU's PCI memory (``resource0``) with no
+    device node at all. Each passed the /dev test before, however it was spelled."""
+    assert reaches_dev(path)
+    c = container(volumeMounts=[{"name": "host", "mountPath": "/host"}])
+    d, _ = admit(policy, pod(MIG_POD, [c], volumes=[{"name": "host", "hostPath": {"path": path}}]))
+    assert violation(d, "privileged-gpu").path == "spec.containers[0].volumeMounts[0]"
+    assert "reaches the host's devices" in violation(d, "privileged-gpu").message
+
+
+@pytest.mark.parametrize("path", ["/procfs", "/system", "/var/proc", "/home/sys", "/proc-data", "/sysroot"])
+def test_names_that_only_begin_like_proc_or_sys_are_not_device_reach(policy, path):
+    assert not reaches_dev(path)
+
+
 @pytest.mark.parametrize(
     "path", ["/devices", "/var/dev", "/dev/../etc", "/home/dev", "/var/lib/kubelet/device-plugins"]
 )
@@ -331,13 +367,24 @@ def test_cpu_only_pod_reaching_only_the_shared_dev_pool(policy):
     [
         {},  # no toleration: every GPU pool is tainted
         {"tolerations": [{"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"}]},
-        {"tolerations": BLANKET, "nodeSelector": {"workload": "gpu-train"}},  # only the whole-GPU pool
     ],
 )
 def test_cpu_only_privileged_pod_that_cannot_reach_a_sliced_pool_is_not_relevant(policy, spec):
     obj = pod({}, [container(securityContext={"privileged": True})], **spec)
     d = evaluate(policy, obj, namespace="team-a")
     assert not d.relevant, [v.render() for v in d.violations]
+
+
+def test_cpu_only_privileged_pod_on_the_whole_gpu_pool_only_gets_void_but_is_not_privileged_gpu(policy):
+    """It can reach only the whole-GPU pool (its nodeSelector): privileged-gpu does not judge it there
+    (``privilegedGPUPools`` is sliced), but its container is given NVIDIA_VISIBLE_DEVICES=void."""
+    obj = pod({}, [container(securityContext={"privileged": True})], tolerations=BLANKET,
+              nodeSelector={"workload": "gpu-train"})  # fmt: skip
+    d, _ = admit(policy, obj)
+    assert d.allowed and "privileged-gpu" not in rules(d), [v.render() for v in d.violations]
+    first = evaluate(policy, obj, namespace="team-a")
+    assert {"op": "add", "path": "/spec/containers/0/env",
+            "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]} in first.patch  # fmt: skip
 
 
 def test_privileged_gpu_pools_all_covers_the_whole_gpu_pool(policy, all_pools):
@@ -347,22 +394,24 @@ def test_privileged_gpu_pools_all_covers_the_whole_gpu_pool(policy, all_pools):
         tolerations=BLANKET,
         nodeSelector={"workload": "gpu-train"},
     )
-    assert not evaluate(policy, obj, namespace="team-a").relevant
+    assert "privileged-gpu" not in rules(evaluate(policy, obj, namespace="team-a"))  # whole GPUs: not judged
     d = evaluate(all_pools, obj, namespace="team-a")
     v = violation(d, "privileged-gpu")
     assert "onto a GPU pool (train-h100)" in v.message and not d.allowed
 
 
 def test_cpu_only_pod_without_a_trigger_pays_no_reach_computation(policy, monkeypatch):
-    """The hot path: a CPU-only pod with a blanket toleration but no trigger is skipped before any
-    reachability is computed (``reach.reachable`` is replaced by one that fails the test)."""
+    """The hot path: a CPU-only pod with no toleration, no ``nodeName`` and no trigger is skipped before
+    any reachability is computed (``reach.reachable`` is replaced by one that fails the test): every
+    pool of the policy is tainted, so it can reach none. (One with a toleration is judged: it may reach
+    a GPU pool, where its containers get NVIDIA_VISIBLE_DEVICES=void.)"""
     from webhook.engine import reach
 
     def boom(*a, **k):
         raise AssertionError("reach computed for a pod without a trigger")
 
     monkeypatch.setattr(reach, "reachable", boom)
-    obj = pod({}, [container(env=[{"name": "A", "value": "1"}])], tolerations=BLANKET)
+    obj = pod({}, [container(env=[{"name": "A", "value": "1"}])])
     assert not evaluate(policy, obj, namespace="team-a").relevant
 
 
@@ -398,8 +447,9 @@ def test_node_name_with_the_nodes_known_is_judged_on_that_node(policy):
     privileged = [container(securityContext={"privileged": True})]
     at = {name: pod({}, privileged, nodeName=name) for name in ("gpu-infer-3", "gpu-train-1", "cpu-1", "new-9")}
     assert not admit(policy, at["gpu-infer-3"], cluster=cluster)[0].allowed
-    for name in ("gpu-train-1", "cpu-1"):  # whole GPUs or no GPUs: nothing shared to see
-        assert not evaluate(policy, at[name], namespace="team-a", cluster=cluster).relevant, name
+    # whole GPUs: nothing shared to see (only NVIDIA_VISIBLE_DEVICES=void); no GPUs: not relevant at all
+    assert admit(policy, at["gpu-train-1"], cluster=cluster)[0].allowed
+    assert not evaluate(policy, at["cpu-1"], namespace="team-a", cluster=cluster).relevant
     assert not admit(policy, at["new-9"], cluster=cluster)[0].allowed  # not known yet: may join any pool
 
 
@@ -432,11 +482,11 @@ def test_kubectl_debug_node_on_a_mig_node(policy):
 
 def test_a_quiet_pod_parked_on_a_mig_node_then_debugged_privileged(policy):
     """Two steps, each harmless-looking: a CPU-only pod with no trigger and ``nodeName`` of a MIG node
-    (not GPU-relevant: admitted), then ``kubectl debug --profile=sysadmin`` adds a privileged ephemeral
-    container. A bound pod's ``nodeName`` looks the same whether the scheduler or the user wrote it, so
-    the UPDATE is judged by where that name may be: denied."""
+    (admitted, with NVIDIA_VISIBLE_DEVICES=void), then ``kubectl debug --profile=sysadmin`` adds a
+    privileged ephemeral container. A bound pod's ``nodeName`` looks the same whether the scheduler or
+    the user wrote it, so the UPDATE is judged by where that name may be: denied."""
     parked = pod({}, [container()], nodeName="gpu-infer-3")
-    assert not evaluate(policy, parked, namespace="team-a").relevant
+    assert admit(policy, parked)[0].allowed
     debugged = copy.deepcopy(parked)
     debugged["spec"]["ephemeralContainers"] = [
         {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}

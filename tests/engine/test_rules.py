@@ -404,7 +404,8 @@ def test_node_name_set(policy):
 
 def test_node_name_on_non_gpu_pod_is_not_our_business(policy):
     d = run(policy, pod({}, [container()], nodeName="n1"))
-    assert not d.relevant and d.violations == ()
+    # no rule judges it (n1 may be a GPU node: its container only gets NVIDIA_VISIBLE_DEVICES=void)
+    assert d.violations == () and [op["path"] for op in d.patch] == ["/spec/containers/0/env"]
 
 
 # --- raw-gpu-request / whole-gpu-waste / inference-not-guaranteed (warnings) ---------------------------------

@@ -20,7 +20,8 @@ Test controls: ``add``/``modify``/``delete`` record events; ``change_silently`` 
 compacts history (events the client never sees, as after an etcd compaction during a disconnect);
 ``drop_watches`` cuts open watch connections without the terminating chunk (a dropped TCP
 connection); ``fail_lists`` answers the next N lists with 500, ``fail_gets`` the next N GETs of one
-object with 503. Every request's query is recorded.
+object with 503; ``objects`` maps other REST paths to the object a GET of that path answers. Every
+request's query is recorded.
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ class FakeNamespaceAPI:
         self.fail_lists = 0
         self.fail_gets = 0
         self.gone_http_once = False
+        # other objects served by ``GET <their REST path>`` (a StatefulSet a Scale review scales), as
+        # the apiserver reads one object; any other path is 404
+        self.objects: dict[str, dict[str, Any]] = {}
         self._generation = 0  # bumped by drop_watches
         self._cond = threading.Condition()
         for name, labels in (namespaces or {}).items():
@@ -196,6 +200,9 @@ class FakeNamespaceAPI:
                 query = {k: v[-1] for k, v in parse_qs(url.query).items()}
                 watch = query.get("watch", "").lower() in ("true", "1")
                 api.requests.append({"path": url.path, "watch": watch, **query})
+                if url.path in api.objects and not watch:
+                    self._json(200, api.objects[url.path])
+                    return
                 if url.path.startswith(api.path + "/") and not watch:
                     self._get(url.path[len(api.path) + 1 :])
                     return

@@ -234,11 +234,19 @@ def run(args: argparse.Namespace) -> int:
 
         node_kubeconfig = args.kubeconfig
         nodes = NodeObjects.from_api(lambda: core_api_from_config(node_kubeconfig))
+    parents = None
+    if watches_cluster:  # scale reviews are judged on the object they scale, read from the apiserver
+        from webhook.server.namespace_watch import api_client_from_config
+        from webhook.server.scale import ApiParents
+
+        kubeconfig = args.kubeconfig
+        parents = ApiParents(lambda: api_client_from_config(kubeconfig))
     runtime = Runtime(
         store=store,
         namespaces=namespaces,
         claims=claims,
         nodes=nodes,
+        parents=parents,
         tls=CertReloader(settings.cert_interval),
         policy_interval=settings.policy_interval,
         engine_deadline=settings.engine_deadline,

@@ -40,6 +40,7 @@ class TemplateState:
     after: PodResources | None = None
     claims: ClaimResolver | None = None  # resolves the template's DRA claims (webhook.engine.claims)
     pinned: str | None = None  # the pool a raw request was (or, as received, would be) pinned to
+    device_env: bool = True  # privileged-gpu is not off for this template: ungranted containers get void
     _resources: PodResources | None = None
     _reach: frozenset[str] | None = None
 
@@ -137,6 +138,18 @@ class Context:
                 self.policy, reach.placement(state.view.spec, state.judged), self.cluster.nodes
             )
         return state._reach
+
+    def reaches_gpu_pool(self, state: TemplateState) -> bool:
+        """The template's pods can run on a GPU pool's nodes: it holds GPUs or declares a class (it is
+        placed on one), or the reachability model finds a pool it can be bound into. A class template
+        that did not resolve is denied and placed nowhere: nothing to say about its device env."""
+        if state.intent is not None:
+            return state.resolution is not None
+        if state.judged.has_gpu:
+            return True
+        from webhook.engine.device_reach import may_reach_a_pool
+
+        return may_reach_a_pool(self.policy, state.view.spec) and bool(self.reach(state))
 
     def explain(self, line: str) -> None:
         if self.trace is not None:

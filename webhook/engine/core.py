@@ -28,7 +28,7 @@ from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.deadline import check as past_deadline
 from webhook.engine.decision import Action, Decision, Placement, Violation, WasteReport
-from webhook.engine.device_reach import exposed_pools, has_trigger
+from webhook.engine.device_reach import exposed_pools, has_trigger, may_reach_a_pool
 from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.mutations import gang as gang_step
 from webhook.engine.patch import PatchBuilder
@@ -153,6 +153,7 @@ def evaluate(
     states = _read_templates(policy, obj, kind, ClaimResolver(policy, cluster, str(ns)))
     past_deadline(deadline, "reading templates")
     stranded = () if kind.mutate else _stranded_intent(policy, meta, kind, states)
+    device_only = False  # a CPU-only object that can reach a GPU pool: only its containers' device env is ours
     for s in states:  # relevant when a template declares intent or asks for GPUs
         if s.intent is not None or s.resources.has_gpu:
             break
@@ -162,7 +163,9 @@ def evaluate(
             and (states or not _labelled(policy, meta))  # a labelled workload with no template is judged
             and not _reaches_sliced_devices(policy, states, cluster)
         ):
-            return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
+            if not _reaches_gpu_pools(policy, states, cluster):
+                return Decision(kind=str(display_kind), name=name, operation=operation, relevant=False)
+            device_only = True
     if cluster.unknown_namespaces and ns in cluster.unknown_namespaces:  # never the catch-all entitlement
         return unknown_namespace.decide(
             policy,
@@ -203,14 +206,20 @@ def evaluate(
         )
     ctx.findings.extend(stranded)
     _resolve_all(ctx)
+    for state in states:  # where privileged-gpu is off (the GPU operator's agents), no device env either
+        state.device_env = effective_action(policy, "privileged-gpu", labels, state.class_name) is not Action.OFF
     past_deadline(deadline, "resolution")
-    ctx.gang = gang_step.derive(ctx)
+    ctx.gang = None if device_only else gang_step.derive(ctx)
     if trace is not None and ctx.gang is not None:
         g = ctx.gang
         trace.append(f"gang: backend {g.backend.value}, {g.size} pod(s)" + (f", name {g.name}" if g.name else ""))
 
     patch = PatchBuilder(obj)
-    if kind.mutate and (operation == "UPDATE" or (as_received and operation == "CREATE")):
+    if device_only:
+        if not (kind.mutate and (operation == "UPDATE" or as_received)):
+            mutations.device_env_only(ctx, patch)
+        ctx.stored = as_received and operation == "CREATE"
+    elif kind.mutate and (operation == "UPDATE" or (as_received and operation == "CREATE")):
         ctx.stored = as_received and operation == "CREATE"  # placement-missing: /validate of a CREATE
         mutations.check(ctx)  # judged as stored: see the docstring
     else:
@@ -232,7 +241,7 @@ def evaluate(
                 annotations=state.after_tpl.metadata.get("annotations"),
                 fraction_keys=policy.fraction_keys,
             )
-        violations = _run_rules(ctx, deadline)
+        violations = _run_rules(ctx, deadline, only=DEVICE_ONLY_RULES if device_only else None)
         if violations and operation == "UPDATE" and isinstance(old_object, dict):
             before = evaluate(
                 policy,
@@ -317,6 +326,21 @@ def _reaches_sliced_devices(policy: Policy, states: list[TemplateState], cluster
             exposed = exposed_pools(policy)
             if exposed and reach.reachable(policy, reach.placement(s.tpl.spec, s.resources), cluster.nodes) & exposed:
                 return True
+    return False
+
+
+def _reaches_gpu_pools(policy: Policy, states: list[TemplateState], cluster: Cluster) -> bool:
+    """Any other CPU-only template that can be scheduled onto a GPU pool is judged for its device
+    environment only (``device_only``): its containers get ``NVIDIA_VISIBLE_DEVICES=void`` (the image's
+    own value would open the node's GPUs), and ``privileged-gpu`` judges a value written there. No
+    other rule is about a pod without GPUs. Templates that tolerate no taint, name no node and have
+    no trigger never pay for the reach computation (``may_reach_a_pool``)."""
+    for s in states:
+        spec = s.tpl.spec
+        if (may_reach_a_pool(policy, spec) or has_trigger(spec)) and reach.reachable(
+            policy, reach.placement(spec, s.resources), cluster.nodes
+        ):
+            return True
     return False
 
 
@@ -513,13 +537,20 @@ def _template_at(doc: dict[str, Any], tpl: Template) -> Template:
     return Template(tpl.path, meta, spec, tpl.replicas, tpl.task, tpl.gang, tpl.virtual, tpl.bindings, tpl.resources_at)
 
 
-def _run_rules(ctx: Context, deadline: float | None = None) -> tuple[Violation, ...]:
+DEVICE_ONLY_RULES = frozenset({"privileged-gpu"})
+"""The rules about a CPU-only pod that can reach a GPU pool and has no way past the grant a sliced pool
+would show (``device_only``): what its containers may see of the node's GPUs, nothing else."""
+
+
+def _run_rules(
+    ctx: Context, deadline: float | None = None, only: frozenset[str] | None = None
+) -> tuple[Violation, ...]:
     policy = ctx.policy
     out: list[Violation] = []
     seen: set[tuple[str, str, str]] = set()
     known = rule_facts(ctx) if ctx.trace is None else None  # --explain runs (and reports) every rule
     for rule in RULES.values():
-        if POD not in rule.subjects:
+        if POD not in rule.subjects or (only is not None and rule.id not in only):
             continue
         if known is not None and rule.needs and not rule.needs <= known:
             continue

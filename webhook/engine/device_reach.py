@@ -7,9 +7,11 @@ the devices past the grant are other tenants' slices:
 - ``securityContext.privileged: true``: the runtime gives the container every device node of the host;
 - ``capabilities.add`` with ``SYS_ADMIN`` or ``ALL``: enough to mount or reconfigure devices. Container
   runtimes accept ``CAP_SYS_ADMIN`` and any case, so the comparison drops a ``CAP_`` prefix and case;
-- a ``hostPath`` volume at or under ``/dev``, or an ancestor of it (``/``), that the container mounts
-  (``volumeMounts``) or uses as a block device (``volumeDevices``). The path is normalised first
-  (``//dev``, ``/dev/``, ``/dev/../dev/nvidia0``, a relative path read from ``/``);
+- a ``hostPath`` volume at or under ``/dev``, or an ancestor of it (``/``), or one that reaches the
+  host's devices another way (``/proc``: ``/proc/1/root`` is the host's root; ``/sys``: a GPU's PCI
+  ``resource`` files), that the container mounts (``volumeMounts``) or uses as a block device
+  (``volumeDevices``). The path is normalised first (``//dev``, ``/dev/``, ``/dev/../dev/nvidia0``,
+  ``/proc/self/root/``, a relative path read from ``/``);
 - ``NVIDIA_VISIBLE_DEVICES`` / ``NVIDIA_DRIVER_CAPABILITIES`` with a value other than ``none``/``void``:
   the toolkit honours them in unprivileged containers by default. The value the container gets is the
   kubelet's: the last ``env`` entry of that name, else whatever an ``envFrom`` source supplies. A
@@ -66,12 +68,19 @@ def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
+DEVICE_ROOTS = ("/dev", "/proc", "/sys")
+"""Host directories that reach device nodes: ``/dev`` itself; ``/proc``, whose ``<pid>/root`` (``1``,
+``self``: the kubelet resolves the path on the host) is the host's root and so its ``/dev``; ``/sys``,
+whose PCI ``resource`` files map a GPU's memory without any device node."""
+
+
 def reaches_dev(path: Any) -> bool:
-    """A host path at or under ``/dev``, or an ancestor of it, once normalised."""
+    """A host path at or under ``/dev``, ``/proc`` or ``/sys``, or an ancestor of them (``/``), once
+    normalised (``//proc/1/root/``, ``/./sys``, ``/var/../proc``)."""
     if not isinstance(path, str):
         return False
     norm = posixpath.normpath("/" + path.lstrip("/"))  # "//dev" is "/dev"; relative is read from "/"
-    return norm in ("/", "/dev") or norm.startswith("/dev/")
+    return norm == "/" or any(norm == root or norm.startswith(root + "/") for root in DEVICE_ROOTS)
 
 
 def dev_volumes(spec: Mapping[str, Any]) -> dict[str, tuple[int, str]]:
@@ -119,7 +128,8 @@ def _mounts(c: Mapping[str, Any], volumes: dict[str, tuple[int, str]]) -> Found:
                 index, host = volumes[m["name"]]
                 yield (
                     (field, i),
-                    f"uses hostPath volume {m['name']!r} (spec.volumes[{index}], host {host!r}, which reaches /dev)",
+                    f"uses hostPath volume {m['name']!r} (spec.volumes[{index}], host {host!r}, "
+                    "which reaches the host's devices)",
                     "remove the hostPath volume (ask for devices through resources or a resource claim)",
                 )
 
@@ -216,6 +226,86 @@ def has_trigger(spec: Mapping[str, Any]) -> bool:
             ):
                 return True
     return False
+
+
+# --- the image's own NVIDIA_VISIBLE_DEVICES -------------------------------------------------------------
+
+VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+VOID = "void"
+"""What a container without a GPU grant gets in a pod that can reach a GPU pool (HAMi does the same):
+CUDA images set ``NVIDIA_VISIBLE_DEVICES=all`` themselves, and with the NVIDIA container toolkit's
+stock settings (``accept-nvidia-visible-devices-envvar-when-unprivileged = true``, the device
+plugin's ``envvar`` list strategy) the toolkit honours it in an unprivileged container: every GPU of
+the node, visible in no field of the pod. ``void`` makes the toolkit leave the container alone (as
+runc would); a pod-spec ``env`` entry wins over the image's ``ENV``. Containers the device plugin
+gives GPUs are left alone: its ``Allocate`` answer sets the variable to their devices."""
+
+
+def container_granted(policy: Policy, container: Mapping[str, Any]) -> bool:
+    """The container is given devices by name: a GPU-family extended resource (or one a DeviceClass
+    serves) in its limits or requests, or a DRA claim (``resources.claims``)."""
+    res = container.get("resources")
+    if not isinstance(res, dict):
+        return False
+    if res.get("claims"):
+        return True
+    for section in ("limits", "requests"):
+        values = res.get(section)
+        for key in values if isinstance(values, dict) else ():
+            if isinstance(key, str) and (
+                policy.is_gpu_resource(key)
+                or key.startswith("deviceclass.resource.kubernetes.io/")
+                or key in policy.dra.extended
+            ):
+                return True
+    return False
+
+
+def sets_visible_devices(container: Mapping[str, Any]) -> bool:
+    """An ``env`` entry names ``NVIDIA_VISIBLE_DEVICES`` (the user's value is kept, and judged)."""
+    return any(isinstance(e, dict) and e.get("name") == VISIBLE_DEVICES for e in _list(container.get("env")))
+
+
+def without_visible_devices(
+    policy: Policy, spec: Mapping[str, Any], fraction: bool = False
+) -> Iterator[tuple[str, int, Mapping[str, Any]]]:
+    """(group, index, container) of every container and init container (native sidecars included)
+    with no GPU grant and no ``NVIDIA_VISIBLE_DEVICES`` in its ``env``: the image's value would reach
+    the node's GPUs. In a pod with a GPU-fraction annotation (KAI) the scheduler's binder, not a
+    resource, gives a regular container its share, so only init containers are listed there."""
+    for group in ("containers", "initContainers"):
+        if fraction and group == "containers":
+            continue
+        for index, c in enumerate(_list(spec.get(group))):
+            if isinstance(c, dict) and not sets_visible_devices(c) and not container_granted(policy, c):
+                yield group, index, c
+
+
+def may_reach_a_pool(policy: Policy, spec: Mapping[str, Any]) -> bool:
+    """A cheap screen before the reachability model: False only when the pod certainly reaches no GPU
+    pool (every pool has a filtering taint, and the pod tolerates nothing and names no node)."""
+    if spec.get("tolerations") or spec.get("nodeName"):
+        return True
+
+    def compute() -> bool:
+        from webhook.engine.reach import FILTERING
+
+        return any(not [t for t in p.taints if t[2] is None or t[2] in FILTERING] for p in policy.pools.values())
+
+    return policy.recall(("device-env", "untainted-pool"), compute)
+
+
+def visible_devices_trigger(spec: Mapping[str, Any], t: Trigger) -> bool:
+    """The trigger is an ``env`` entry that writes ``NVIDIA_VISIBLE_DEVICES`` (a value other than
+    none/void, or a ``valueFrom``): judged wherever the pod can reach a GPU pool, not only a sliced one,
+    since the webhook sets ``void`` there itself and a written value takes it back."""
+    if t.path[:1] != ("env",) or len(t.path) != 2 or not isinstance(t.path[1], int):
+        return False
+    containers = _list(spec.get(t.group))
+    c = containers[t.index] if t.index < len(containers) else None
+    env = _list(c.get("env")) if isinstance(c, dict) else []
+    entry = env[t.path[1]] if t.path[1] < len(env) else None
+    return isinstance(entry, dict) and entry.get("name") == VISIBLE_DEVICES
 
 
 def exposed_pools(policy: Policy) -> frozenset[str]:

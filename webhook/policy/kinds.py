@@ -197,6 +197,25 @@ class GangKind(Model):
     groups: FieldPath | None = Field(None, description="one gang per group: the number of groups (LWS replicas)")
 
 
+class ScaleKind(Model):
+    """The kind's ``scale`` subresource (``kubectl scale``, a HorizontalPodAutoscaler): an
+    ``autoscaling/v1`` Scale whose ``spec.replicas`` the apiserver writes into one field of the object
+    (a CRD's ``subresources.scale.specReplicasPath``). A scale changes the pod count the gang rules
+    read, so the validating webhook intercepts ``<resource>/scale`` and judges the object it scales
+    with that field set."""
+
+    replicas: FieldPath = Field(
+        ..., description="the field Scale.spec.replicas sets (a CRD's specReplicasPath without the leading dot)"
+    )
+
+    @model_validator(mode="after")
+    def _concrete(self) -> ScaleKind:
+        path = parse_path(self.replicas)
+        if not path or wildcards(path):
+            raise ValueError(f"scale.replicas {self.replicas!r} must name one field (no wildcards)")
+        return self
+
+
 class WorkloadKindSpec(Model):
     """One workload kind: a built-in or a ``workloadKinds`` entry of the policy."""
 
@@ -229,6 +248,9 @@ class WorkloadKindSpec(Model):
     )
     sample: dict | None = Field(
         None, description="a sample object; lint reports template paths that match nothing in it"
+    )
+    scale: ScaleKind | None = Field(
+        None, description="its scale subresource, if its CRD serves one: where Scale.spec.replicas lands"
     )
 
     @property
@@ -377,6 +399,7 @@ class CompiledKind:
     network_topology: Path | None
     groups: Path | None
     builtin: bool = False
+    scale: Path | None = None  # where a Scale's spec.replicas lands (ScaleKind.replicas)
 
     @property
     def api_version(self) -> str:
@@ -446,6 +469,7 @@ class CompiledKind:
             network_topology=parse_path(spec.network_topology) if spec.network_topology else None,
             groups=parse_path(spec.gang.groups) if spec.gang.groups else None,
             builtin=builtin,
+            scale=parse_path(spec.scale.replicas) if spec.scale else None,
         )
 
 

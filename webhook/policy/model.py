@@ -20,6 +20,7 @@ from webhook.policy.kinds import (  # noqa: F401  (re-exported: the field refere
     GangKey,
     GangKind,
     RuntimePatchKind,
+    ScaleKind,
     TemplateKind,
     TopologyKey,
     WorkloadKindSpec,

@@ -118,6 +118,17 @@ FIELDS: dict[str, dict[str, Any]] = {
             "a sample object: lint warns about template paths that match nothing in it",
             "sample: {spec: {workers: [{template: {spec: {containers: []}}}]}}",
         ),
+        "scale": (
+            "its CRD's scale subresource (`kubectl scale`, HPA): the validating webhook judges "
+            "`<resource>/scale` as the object with that field set (the webhook reads the object, so give "
+            "its ServiceAccount `get` on the resource)",
+            "scale: {replicas: spec.replicas}",
+        ),
+    },
+    "ScaleKind": {
+        "": "Where an `autoscaling/v1` Scale's `spec.replicas` lands in the object (the CRD's "
+        "`subresources.scale.specReplicasPath`).",
+        "replicas": ("one field path, no wildcards", "replicas: spec.workers.replicas"),
     },
     "TemplateKind": {
         "": "Where one pod template (or a list or map of them) is, and how many pods it runs per gang.",
@@ -627,6 +638,7 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("GangKind", "spec.workloadKinds[].gang"),
     ("GangKey", "spec.workloadKinds[].backends.<backend>[]"),
     ("TopologyKey", "spec.workloadKinds[].topology[]"),
+    ("ScaleKind", "spec.workloadKinds[].scale"),
 )
 
 _QUANTITY_FIELDS = {("GPUModel", "memory"), ("GPUModel", "usableMemory"), ("MigProfile", "memory"),

@@ -35,8 +35,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from webhook.engine.device_reach import DEVICE_ROOTS
 from webhook.policy.compiled import Policy
-from webhook.policy.kinds import Wild
+from webhook.policy.kinds import CompiledKind, Wild
 from webhook.render.core import K8sObject, RenderOptions
 
 WebhookName = Literal["mutating", "validating"]
@@ -104,8 +105,23 @@ def kind_resources(policy: Policy) -> Iterable[Intercepted]:
         )
 
 
+def scale_resources(policy: Policy) -> Iterable[Intercepted]:
+    """The ``<resource>/scale`` subresource of every kind whose scale the kind table declares (apps
+    controllers, Kubeflow jobs with a Worker scale, LeaderWorkerSet): ``kubectl scale`` and HPAs change
+    the pod count the gang rules read without touching the object, so its UPDATE is validated (judged
+    as the object it scales; ``webhook.server.scale``)."""
+    for kind in policy.kinds.values():
+        if kind.spec.scope == "Namespaced" and kind.scale is not None:
+            group, _, version = kind.api_version.rpartition("/")
+            yield Intercepted(group, version, f"{kind.spec.plural}/scale", validate=("UPDATE",))
+
+
 # policy -> the resources it needs intercepted; a new kind or subresource is one more function here
-RESOURCE_SOURCES: list[Callable[[Policy], Iterable[Intercepted]]] = [builtin_resources, kind_resources]
+RESOURCE_SOURCES: list[Callable[[Policy], Iterable[Intercepted]]] = [
+    builtin_resources,
+    kind_resources,
+    scale_resources,
+]
 
 
 def intercepted(policy: Policy) -> list[Intercepted]:
@@ -150,31 +166,31 @@ def _label_in(meta: str, key: str) -> str:
 
 
 @dataclass(frozen=True)
-class TemplateShape:
-    """Where one shape of object keeps its pod templates: tested in order, the first that holds wins.
+class TemplateBranch:
+    """Where one intercepted resource keeps its pod templates: ``templates`` is a CEL list of pod
+    templates (objects with ``metadata``/``spec``; a bare Pod is its own template), taken when the
+    request is for ``group``/``resource`` (and one of ``versions``, when versions of that resource
+    keep their templates in different places).
 
-    ``when`` is a CEL test on ``object.spec`` (known to exist), ``templates`` a CEL list of pod templates
-    (objects with ``metadata``/``spec``); a bare Pod is its own template.
-    """
+    The branch is chosen by what the apiserver says the request is for, never by the object's shape:
+    a shape test (``has(object.spec.template)``) is true of more kinds than the one it was written
+    for (a TrainingRuntime has ``spec.template`` too, a JobSet template, so its pod templates
+    further down were never read), and an object of a kind whose schema keeps unknown fields could
+    add a field to take another kind's branch."""
 
-    name: str
-    when: str
+    group: str
+    resource: str
+    versions: tuple[str, ...]
     templates: str
 
-
-TEMPLATE_SHAPES: list[TemplateShape] = [
-    TemplateShape("pod", "has(object.spec.containers)", "[object]"),
-    TemplateShape("job, apps controllers", "has(object.spec.template)", "[object.spec.template]"),
-    TemplateShape(
-        "volcano job", "has(object.spec.tasks)", "object.spec.tasks.filter(x, has(x.template)).map(x, x.template)"
-    ),
-    TemplateShape(
-        "cronjob",
-        "has(object.spec.jobTemplate) && has(object.spec.jobTemplate.spec) &&\n"
-        "  has(object.spec.jobTemplate.spec.template)",
-        "[object.spec.jobTemplate.spec.template]",
-    ),
-]
+    def when(self) -> str:
+        test = (
+            f"request.resource.group == {cel_string(self.group)} && "
+            f"request.resource.resource == {cel_string(self.resource)}"
+        )
+        if self.versions:
+            test += f" &&\n  request.resource.version in [{', '.join(cel_string(v) for v in self.versions)}]"
+        return test
 
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -204,19 +220,31 @@ def _cel_templates(path: tuple) -> tuple[str, str] | None:
     return " && ".join(guards), items
 
 
-def kind_shapes(policy: Policy) -> list[TemplateShape]:
-    """Template shapes of the kind table's kinds whose templates the built-in shapes do not reach."""
-    out: list[TemplateShape] = []
+def _kind_templates(kind: CompiledKind) -> str | None:
+    """A CEL list of every pod template of one kind-table row, or None when CEL can spell none."""
+    parts = [_cel_templates(t.path) for t in kind.templates if t.resources is None]
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    return " + ".join(lst if g == "true" else f"({g} ? {lst} : [])" for g, lst in parts)
+
+
+def template_branches(policy: Policy) -> list[TemplateBranch]:
+    """One branch per intercepted resource of the kind table (built-ins and ``workloadKinds``); the
+    versions of one resource share a branch unless they keep their templates in different places."""
+    by_resource: dict[tuple[str, str], dict[str, list[str]]] = {}
     for kind in policy.kinds.values():
-        if kind.api_version in ("v1", "batch/v1", "apps/v1") or (kind.builtin and kind.name == "VolcanoJob"):
-            continue  # TEMPLATE_SHAPES covers them
-        parts = [_cel_templates(t.path) for t in kind.templates if t.resources is None and t.path]
-        parts = [p for p in parts if p is not None]
-        if not parts:
+        if kind.spec.scope != "Namespaced":
             continue
-        when = " ||\n  ".join(f"({g})" for g, _ in parts)
-        lists = " + ".join(f"({g} ? {lst} : [])" for g, lst in parts)
-        out.append(TemplateShape(kind.name, f"({when})", lists))
+        lists = _kind_templates(kind)
+        if lists is None:
+            continue
+        group, _, version = kind.api_version.rpartition("/")
+        by_resource.setdefault((group, kind.spec.plural), {}).setdefault(lists, []).append(version)
+    out: list[TemplateBranch] = []
+    for (group, resource), shapes in by_resource.items():
+        for lists, versions in shapes.items():
+            out.append(TemplateBranch(group, resource, tuple(versions) if len(shapes) > 1 else (), lists))
     return out
 
 
@@ -240,6 +268,20 @@ def _gpu_resource_in_template(policy: Policy) -> str | None:
     )
 
 
+def _fraction_in_template(policy: Policy) -> str | None:
+    """A GPU-fraction annotation a scheduler the policy knows reads (``settings.gpuFractionAnnotations``,
+    KAI's ``gpu-fraction`` and ``gpu-memory``) with a value: a share of one GPU with no resource name,
+    a GPU pod to the engine (``webhook.engine.resources.inspect_pod``)."""
+    keys = policy.fraction_keys
+    if not keys:
+        return None
+    names = ", ".join(cel_string(k) for k in keys)
+    return (
+        "(has(t.metadata) && has(t.metadata.annotations) &&\n"
+        f"  [{names}].exists(k, k in t.metadata.annotations && t.metadata.annotations[k] != ''))"
+    )
+
+
 def _dra_in_template(policy: Policy) -> str:
     """DRA: a resource claim (its template or claim may be a GPU; only the engine can resolve it), or an
     extended resource a DeviceClass serves (the implicit ``deviceclass.resource.kubernetes.io/`` names
@@ -257,9 +299,12 @@ def _dra_in_template(policy: Policy) -> str:
 
 
 _DEV_PATH = (
-    # a superset of the host paths that normalise to /dev, under it or to /: without "..", normalising only
-    # drops "." segments and repeated or trailing slashes, so such a path is "/" and "." up to "dev" or the end
-    "(p.contains('..') || p.matches('^[/.]*(dev(/.*)?)?$'))"
+    # a superset of the host paths that normalise to /dev, /proc or /sys (webhook.engine.device_reach.
+    # DEVICE_ROOTS), under them or to /: without "..", normalising only drops "." segments and repeated
+    # or trailing slashes, so such a path is "/" and "." up to one of those names or the end
+    "(p.contains('..') || p.matches('^[/.]*(("
+    + "|".join(re.escape(root.lstrip("/")) for root in DEVICE_ROOTS)
+    + ")(/.*)?)?$'))"
 )
 _CAPABILITY = r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
 
@@ -282,18 +327,16 @@ def _tolerates_taint(key: str, value: str | None, effect: str | None) -> str:
     )
 
 
-def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
-    """Template ``t`` gets past the taints of at least one pool ``privileged-gpu`` guards for CPU-only
-    pods: it sets ``spec.nodeName`` (the kubelet admits it past ``NoSchedule`` taints, no scheduler
+def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None) -> str | None:
+    """Template ``t`` gets past the taints of at least one of the pools ``names`` (every GPU pool when
+    None): it sets ``spec.nodeName`` (the kubelet admits it past ``NoSchedule`` taints, no scheduler
     asked) or tolerates every filtering taint of such a pool; "true" when such a pool has no taint, None
     when there is no such pool."""
-    from webhook.engine.device_reach import exposed_pools
     from webhook.engine.reach import FILTERING
 
-    exposed = exposed_pools(policy)
     pools = []
     for name, pool in policy.pools.items():
-        if name not in exposed:
+        if names is not None and name not in names:
             continue
         taints = [t for t in pool.taints if t[2] is None or t[2] in FILTERING]
         if not taints:
@@ -306,6 +349,35 @@ def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
     return (
         "((has(t.spec.nodeName) && t.spec.nodeName != '') ||\n"
         f"  (has(t.spec.tolerations) && (\n    {_indent(alternatives, '  ')})))"
+    )
+
+
+def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
+    """... one of the pools ``privileged-gpu`` guards for CPU-only pods (shared or sliced cards)."""
+    from webhook.engine.device_reach import exposed_pools
+
+    return _tolerates_a_pool(policy, exposed_pools(policy))
+
+
+def _reaches_a_gpu_pool_in_template(policy: Policy) -> str | None:
+    """At CREATE, any template that may reach a GPU pool (its tolerations, a ``nodeName``): its
+    containers without a GPU grant get ``NVIDIA_VISIBLE_DEVICES=void`` from ``/mutate``, and ``/validate``
+    checks it is there (``privileged-gpu``). At UPDATE, a template that may reach a GPU pool and writes
+    ``NVIDIA_VISIBLE_DEVICES`` (an ephemeral container's env, a controller's new template). Not every
+    UPDATE of a bound pod: every bound pod has a ``nodeName``, and labels change all the time."""
+    tolerates = _tolerates_a_pool(policy)
+    if tolerates is None:
+        return None
+    written = (
+        "((has(t.spec.containers) ? t.spec.containers : []) +\n"
+        "  (has(t.spec.initContainers) ? t.spec.initContainers : []) +\n"
+        "  (has(t.spec.ephemeralContainers) ? t.spec.ephemeralContainers : [])).exists(c,\n"
+        "  has(c.env) && c.env.exists(e, has(e.name) && e.name == 'NVIDIA_VISIBLE_DEVICES' &&\n"
+        "    !(has(e.value) && (e.value == 'none' || e.value == 'void'))))"
+    )
+    return (
+        f"(has(t.spec) &&\n  (request.operation == 'CREATE' ||\n    {_indent(written, '    ')}) &&\n"
+        f"  {_indent(tolerates, '  ')})"
     )
 
 
@@ -346,32 +418,62 @@ def _device_trigger_in_template(policy: Policy) -> str | None:
 TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
     _intent_label_on_template,
     _gpu_resource_in_template,
+    _fraction_in_template,
     _dra_in_template,
     _device_trigger_in_template,
+    _reaches_a_gpu_pool_in_template,
 ]
 
 
 def _object_tests(policy: Policy) -> list[str]:
     key = policy.keys.workload
-    tests = [
+    tests = []
+    if any(k.scale is not None for k in policy.kinds.values()):
+        # a Scale carries no template: the webhook reads the object it scales (only a changed count is
+        # sent: update-changes-intent-or-template) and the engine judges it
+        tests.append("(has(request.subResource) && request.subResource == 'scale')")
+    tests += [
         _label_in("object.metadata", key),
         "(has(object.spec) && has(object.spec.jobTemplate) &&\n  "
         + _label_in("object.spec.jobTemplate.metadata", key)
         + ")",
     ]
-    for kind in policy.kinds.values():  # resources outside a pod template (TrainJob's resourcesPerNode)
+    mapped = sorted(n for n in policy.dra.extended if not policy.is_gpu_resource(n))
+    keys = " || ".join(
+        [
+            *(f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes),
+            "k.startsWith('deviceclass.resource.kubernetes.io/')",
+            *(f"k == {cel_string(n)}" for n in mapped),
+        ]
+    )
+    for kind in policy.kinds.values():  # kinds without a pod template of their own (TrainJob)
         for tpl in kind.templates:
-            if tpl.resources is not None and all(isinstance(p, str) and _IDENT.match(p) for p in tpl.resources):
-                guards, expr = [], "object"
-                for part in tpl.resources:
-                    guards.append(f"has({expr}.{part})")
-                    expr = f"{expr}.{part}"
-                prefixes = " || ".join(f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes) or "false"
+            if tpl.resources is not None and _spellable(tpl.resources):  # resourcesPerNode
+                guards, expr = _guarded(tpl.resources)
                 tests.append(
-                    f"({' && '.join(guards)} &&\n  [has({expr}.limits) ? {expr}.limits : {{}},\n"
-                    f"    has({expr}.requests) ? {expr}.requests : {{}}].exists(m, m.exists(k, {prefixes})))"
+                    f"({guards} &&\n  [has({expr}.limits) ? {expr}.limits : {{}},\n"
+                    f"    has({expr}.requests) ? {expr}.requests : {{}}].exists(m, m.exists(k, {keys})))"
                 )
+            if tpl.patches is not None and _spellable(tpl.patches):
+                # the runtime patches carry the rest of the pod template (labels, annotations, tolerations,
+                # containers' securityContext and env), merged by the controller across every patch: CEL
+                # cannot merge them, so any patch is forwarded and the engine judges the merged template
+                guards, expr = _guarded(tpl.patches)
+                tests.append(f"({guards} && size({expr}) > 0)")
     return list(dict.fromkeys(tests))
+
+
+def _spellable(path: tuple) -> bool:
+    return all(isinstance(p, str) and _IDENT.match(p) for p in path)
+
+
+def _guarded(path: tuple) -> tuple[str, str]:
+    """(``has()`` guards of every step, the CEL path) of a wildcard-free path on ``object``."""
+    guards, expr = [], "object"
+    for part in path:
+        guards.append(f"has({expr}.{part})")
+        expr = f"{expr}.{part}"
+    return " && ".join(guards), expr
 
 
 def _indent(text: str, by: str) -> str:
@@ -419,11 +521,12 @@ def claim_relevant(policy: Policy) -> str:
 
 
 def gpu_relevant(policy: Policy, webhook: WebhookName) -> str:
-    """Only GPU-relevant objects reach the webhook: the intent label on the object, its CronJob
-    jobTemplate or a pod template, or a GPU-family resource in any (init) container of a pod template;
-    DRA claims by :func:`claim_relevant`."""
-    shapes = [*TEMPLATE_SHAPES, *kind_shapes(policy)]
-    chain = "".join(f"{_indent(s.when, '  ')} ? {s.templates} :\n  " for s in shapes)
+    """Only GPU-relevant objects reach the webhook: a GPU trigger the engine knows (an intent label,
+    a GPU-family resource, a claim, a GPU-fraction annotation, a way past the device grant in a
+    template that can reach a GPU pool) on the object or in one of the pod templates its kind keeps
+    (chosen by the request's resource, :class:`TemplateBranch`); DRA claims on their own by
+    :func:`claim_relevant`."""
+    chain = "".join(f"{_indent(b.when(), '  ')} ?\n    {b.templates} :\n  " for b in template_branches(policy))
     templates = f"(!has(object.spec) ? [] :\n  {chain}[]\n)"
     tests = [t for t in (test(policy) for test in TEMPLATE_TESTS) if t]
     per_template = " ||\n  ".join(_indent(t, "  ") for t in tests)
@@ -447,11 +550,17 @@ def not_mirror_pod(policy: Policy, webhook: WebhookName) -> str:
 
 def update_changes_intent_or_template(policy: Policy, webhook: WebhookName) -> str | None:
     """UPDATEs are validated only when something the verdict depends on changed: labels, intent
-    annotations, or the pod template (apps controllers, CronJob) / spec (Jobs, Volcano Jobs), so
-    controllers' own writes (revision annotations, scaling, finalizers) never depend on the webhook."""
+    annotations and GPU-fraction annotations (a Pod's own metadata is its template's), the pod
+    template or a larger replica count (apps controllers and their ``/scale``: the gang rules read
+    it), the job template (CronJob), the spec (Jobs, Volcano Jobs, operator kinds), so that
+    controllers' own writes (revision annotations, status-like metadata, finalizers, scaling an old
+    ReplicaSet down) never depend on the webhook. A scale-up does: a StatefulSet created at one
+    replica and scaled to eight is a gang of eight. A smaller count makes no gang larger and asks for
+    no more GPUs, so it is not sent."""
     if webhook != "validating":
         return None
     prefix = cel_string(policy.settings.prefix + "/")
+    judged = f"k.startsWith({prefix})" + "".join(f" || k == {cel_string(key)}" for key in policy.fraction_keys)
     return (
         "request.operation != 'UPDATE' || oldObject == null ||\n"
         f"request.resource.group == {cel_string(CLAIM_GROUP)} ||\n"
@@ -459,14 +568,19 @@ def update_changes_intent_or_template(policy: Policy, webhook: WebhookName) -> s
         "(has(object.metadata.labels) ? object.metadata.labels : {}) !=\n"
         "  (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) ||\n"
         "(has(object.metadata.annotations) ? object.metadata.annotations : {}).exists(k,\n"
-        f"  k.startsWith({prefix}) &&\n"
+        f"  ({judged}) &&\n"
         "  !(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations &&\n"
         "    oldObject.metadata.annotations[k] == object.metadata.annotations[k])) ||\n"
         "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).exists(k,\n"
-        f"  k.startsWith({prefix}) &&\n"
+        f"  ({judged}) &&\n"
         "  !(has(object.metadata.annotations) && k in object.metadata.annotations)) ||\n"
-        "(request.resource.group == 'apps' && has(object.spec.template) && has(oldObject.spec.template) ?\n"
-        "  object.spec.template != oldObject.spec.template :\n"
+        "(has(request.subResource) && request.subResource == 'scale' ?\n"
+        "  (has(object.spec.replicas) ? object.spec.replicas : 0) >\n"
+        "    (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 0) :\n"
+        "request.resource.group == 'apps' && has(object.spec.template) && has(oldObject.spec.template) ?\n"
+        "  object.spec.template != oldObject.spec.template ||\n"
+        "    (has(object.spec.replicas) ? object.spec.replicas : 1) >\n"
+        "      (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 1) :\n"
         "has(object.spec.jobTemplate) && has(oldObject.spec.jobTemplate) ?\n"
         "  object.spec.jobTemplate != oldObject.spec.jobTemplate :\n"
         "  object.spec != oldObject.spec)"

@@ -34,11 +34,13 @@ from typing import Any
 from webhook.actions import ENGINE_ERROR
 from webhook.engine import DeadlineExceeded, Decision, evaluate
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.scale import SCALE_SUBRESOURCE
 from webhook.server import metrics
 from webhook.server.logs import log_decision, server_log
 from webhook.server.namespaces import NamespaceSource, NamespaceUnknown
 from webhook.server.reload import PolicyStore
 from webhook.server.review import Review, allow, deny, parse_review
+from webhook.server.scale import ParentReader, ParentUnavailable, parent_update
 
 ENGINE_ERROR_RULE = ENGINE_ERROR
 LARGE_BODY = 256 * 1024
@@ -58,9 +60,12 @@ class Admitter:
         evaluate_fn: Evaluate = evaluate,
         engine_deadline: float | None = None,
         cluster: Callable[[], Cluster] | None = None,
+        parents: ParentReader | None = None,
     ):
         self.store = store
         self.namespaces = namespaces
+        # reads the object a `<resource>/scale` review scales (webhook.server.scale); None: offline
+        self.parents = parents
         # what the watches know beyond namespaces (DRA claim templates, claims, device classes)
         self.cluster = cluster or (lambda: EMPTY_CLUSTER)
         self.evaluate = evaluate_fn  # injectable so tests can make the engine fail on purpose
@@ -89,6 +94,17 @@ class Admitter:
             self._account(endpoint, review, started, "ignored", review.obj or review.old_object, extra={})
             return doc
         policy = self.store.policy  # read once: this request sees one policy even if a reload swaps it
+        obj, old_object = review.obj, review.old_object
+        if review.sub_resource == SCALE_SUBRESOURCE and endpoint == "validate":
+            try:
+                found = parent_update(policy, review.resource, review.namespace, review.name, obj, self.parents)
+            except ParentUnavailable as exc:
+                doc = deny(review, _unjudged_scale(review, exc.reason))
+                extra = {"error": "scale parent unavailable", "rules": [ENGINE_ERROR_RULE], "policy": policy.digest}
+                self._account(endpoint, review, started, "denied", obj, {"allowed": False, **extra})
+                return doc
+            if found is not None:  # judged as the UPDATE of the object it scales
+                obj, old_object = found
         try:
             cluster = self.cluster()
             try:
@@ -98,11 +114,11 @@ class Admitter:
                 cluster = replace(cluster, unknown_namespaces=cluster.unknown_namespaces | {review.namespace})
             decision = self.evaluate(
                 policy,
-                review.obj,
+                obj,
                 operation=review.operation,
                 namespace=review.namespace,
                 namespace_labels=labels,
-                old_object=review.old_object,
+                old_object=old_object,
                 validate=endpoint == "validate",
                 as_received=endpoint == "validate",  # the object the apiserver will store
                 details=False,  # waste/placements are for check and policy test, not for the response
@@ -114,7 +130,7 @@ class Admitter:
         except Exception as exc:
             doc, outcome, extra = self._engine_failed(endpoint, review, policy.settings.failure, exc)
         extra["policy"] = policy.digest
-        self._account(endpoint, review, started, outcome, review.obj, extra)
+        self._account(endpoint, review, started, outcome, obj, extra)
         return doc
 
     def _respond(self, endpoint: str, review: Review, decision: Decision) -> tuple[dict[str, Any], str, dict[str, Any]]:
@@ -207,6 +223,15 @@ class Admitter:
                 **extra,
             }
         )
+
+
+def _unjudged_scale(review: Review, reason: str) -> str:
+    group, _, resource = review.resource or ("", "", "the object")
+    what = f"{resource}.{group}" if group else resource
+    return (
+        f"[{ENGINE_ERROR_RULE}] gpu-admission could not read {what} {review.namespace}/{review.name}, whose "
+        f"size this scale changes ({reason}), and a scale it did not judge is never admitted; retry"
+    )
 
 
 def _about(decision: Decision, allowed: bool) -> dict[str, Any]:

@@ -56,6 +56,9 @@ class Review:
     old_object: dict[str, Any] | None
     dry_run: bool
     requester: Requester | None = None  # request.userInfo: who asks (rules about who may write a marker)
+    resource: tuple[str, str, str] | None = None  # request.resource: (group, version, resource)
+    sub_resource: str = ""  # request.subResource ("scale", "ephemeralcontainers", "" for the object)
+    name: str = ""  # request.name: the object's name (a Scale's parent)
 
 
 _SHALLOW = reprlib.Repr()
@@ -116,6 +119,12 @@ def parse_review(body: bytes) -> Review:
     else:
         obj = obj if isinstance(obj, dict) else None
         old = old if isinstance(old, dict) else None
+    sub_resource = req.get("subResource") or ""
+    if not isinstance(sub_resource, str):
+        raise ReviewError(400, "request.subResource must be a string")
+    name = req.get("name") or ""
+    if not isinstance(name, str):
+        raise ReviewError(400, "request.name must be a string")
     return Review(
         uid=uid,
         api_version=api_version,
@@ -125,7 +134,19 @@ def parse_review(body: bytes) -> Review:
         old_object=old,
         dry_run=req.get("dryRun") is True,
         requester=Requester.from_user_info(req.get("userInfo")),
+        resource=_resource(req.get("resource")),
+        sub_resource=sub_resource,
+        name=name,
     )
+
+
+def _resource(value: Any) -> tuple[str, str, str] | None:
+    """``request.resource`` as (group, version, resource), or None when it is not that shape (only the
+    subresource reviews that need it, a Scale's, depend on it and are denied without it)."""
+    if not isinstance(value, dict):
+        return None
+    parts = (value.get("group", ""), value.get("version"), value.get("resource"))
+    return parts if all(isinstance(p, str) for p in parts) and parts[1] and parts[2] else None  # type: ignore[return-value]
 
 
 def encode_patch(ops: Sequence[Mapping[str, Any]]) -> str:

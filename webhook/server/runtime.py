@@ -30,6 +30,7 @@ class Runtime:
     claims: Any = None  # webhook.server.claim_watch.ClaimObjects, when DRA objects are watched
     nodes: Any = None  # webhook.server.node_watch.NodeObjects, when Nodes are watched
     geometry_interval: float = 15.0  # seconds between publishing the pools' geometry gauge
+    parents: Any = None  # webhook.server.scale.ApiParents: reads what a `<resource>/scale` review scales
     admitter: Admitter = field(init=False)
     _tickers: list[Ticker] = field(default_factory=list, init=False)
     _said: tuple[str, ...] | None = field(default=None, init=False)  # the last readiness answer, logged
@@ -40,6 +41,7 @@ class Runtime:
             self.namespaces,
             engine_deadline=self.engine_deadline,
             cluster=self._cluster_view(),
+            parents=self.parents,
         )
 
     def _cluster_view(self) -> Any:

@@ -1,8 +1,9 @@
 """Mutation steps, in the order they run. Each is a small function of the resolved intent.
 
-Template steps run once per pod template that resolved to a pool; workload steps once per object.
-Order matters only where a later step reads what an earlier one wrote (gang before topology: the
-topology terms select the gang's pods).
+Template steps run once per pod template that resolved to a pool; workload steps once per object;
+the device-env step once per pod template of any kind (CPU-only ones included), last, since it reads
+which containers the earlier steps gave GPUs. Order matters only where a later step reads what an
+earlier one wrote (gang before topology: the topology terms select the gang's pods).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from webhook.engine.context import Context, TemplateState
-from webhook.engine.mutations import dra, gang, pool, projection, rdma, resources, scheduling, topology
+from webhook.engine.mutations import device_env, dra, gang, pool, projection, rdma, resources, scheduling, topology
 from webhook.engine.patch import PatchBuilder
 
 TemplateStep = Callable[[Context, TemplateState, PatchBuilder], None]
@@ -25,6 +26,7 @@ TEMPLATE_STEPS: tuple[tuple[str, TemplateStep], ...] = (
 )
 WORKLOAD_STEPS: tuple[tuple[str, WorkloadStep], ...] = (("gang", gang.apply),)
 TOPOLOGY_STEP: TemplateStep = topology.apply
+DEVICE_ENV_STEP: TemplateStep = device_env.apply
 
 
 def check(ctx: Context) -> None:
@@ -56,3 +58,11 @@ def mutate(ctx: Context, patch: PatchBuilder) -> None:
             projection.apply(ctx, state, patch)
         else:
             TOPOLOGY_STEP(ctx, state, patch)
+    for state in ctx.states:
+        DEVICE_ENV_STEP(ctx, state, patch)
+
+
+def device_env_only(ctx: Context, patch: PatchBuilder) -> None:
+    """A CPU-only object that can reach a GPU pool: only the device-env step applies."""
+    for state in ctx.states:
+        DEVICE_ENV_STEP(ctx, state, patch)

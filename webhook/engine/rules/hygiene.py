@@ -6,7 +6,16 @@ from collections.abc import Iterable
 
 from webhook.engine.context import Context, Finding, TemplateState
 from webhook.engine.decision import Action
-from webhook.engine.device_reach import ADMIN_FIX, admin_access, exposed_pools, triggers
+from webhook.engine.device_reach import (
+    ADMIN_FIX,
+    VISIBLE_DEVICES,
+    VOID,
+    admin_access,
+    exposed_pools,
+    triggers,
+    visible_devices_trigger,
+    without_visible_devices,
+)
 from webhook.engine.pool_stack import cards_shared, cards_sliced
 from webhook.engine.rules.registry import rule
 from webhook.engine.rules.resources import judged_pool
@@ -18,34 +27,47 @@ from webhook.quantity import QuantityError, parse_quantity
     "privileged-gpu",
     Action.DENY,
     "a container of any kind (init, sidecar, ephemeral) that can reach GPU devices beyond its grant (privileged, "
-    "SYS_ADMIN/ALL, hostPath /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES env, a DRA claim with "
-    "adminAccess) in a pod holding GPUs "
-    "or able to reach a pool of shared/sliced cards",
+    "SYS_ADMIN/ALL, hostPath /dev, /proc or /sys, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES env, a DRA "
+    "claim with adminAccess) in a pod holding GPUs or able to reach a pool of shared/sliced cards; a written "
+    "NVIDIA_VISIBLE_DEVICES, or none where the webhook's void is missing, on any GPU pool",
 )
 def privileged_gpu(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
-        found = list(triggers(state.view.spec))
-        admin = list(admin_access(state.judged)) if state.view.spec.get("resourceClaims") else ()
-        if not found and not admin:
-            continue  # the usual case: no reachability computed
-        where = _device_scope(ctx, state)
+        yield from _reach_findings(ctx, state)
+        if ctx.stored and state.device_env and not state.tpl.virtual:
+            yield from _device_env_missing(ctx, state)
+
+
+def _reach_findings(ctx: Context, state: TemplateState) -> Iterable[Finding]:
+    """The triggers and adminAccess requests of one template, where device reach matters."""
+    found = list(triggers(state.view.spec))
+    admin = list(admin_access(state.judged)) if state.view.spec.get("resourceClaims") else ()
+    if not found and not admin:
+        return  # the usual case: no reachability computed
+    where = _device_scope(ctx, state)
+    if where is None:
+        # off a sliced pool only a written NVIDIA_VISIBLE_DEVICES is judged: on any GPU pool it takes
+        # back the void the webhook gives every container without a grant
+        found = [t for t in found if visible_devices_trigger(state.view.spec, t)]
+        where = _gpu_pool_scope(ctx, state) if found else None
         if where is None:
-            continue
-        for t in found:
-            yield Finding(
-                "privileged-gpu",
-                state.view.dotted("spec", t.group, t.index, *t.path),
-                f"{t.role} {t.name!r} {t.what} {where}: it would see every GPU on the node, not only the pod's "
-                f"grant; {t.fix}",
-                state.class_name,
-            )
-        for a in admin:
-            yield Finding(
-                "privileged-gpu",
-                state.view.dotted("spec", "resourceClaims", a.claim_index),
-                f"{a.what} {where}: it would get devices other pods hold, not only the pod's grant; {ADMIN_FIX}",
-                state.class_name,
-            )
+            return
+        admin = ()
+    for t in found:
+        yield Finding(
+            "privileged-gpu",
+            state.view.dotted("spec", t.group, t.index, *t.path),
+            f"{t.role} {t.name!r} {t.what} {where}: it would see every GPU on the node, not only the pod's "
+            f"grant; {t.fix}",
+            state.class_name,
+        )
+    for a in admin:
+        yield Finding(
+            "privileged-gpu",
+            state.view.dotted("spec", "resourceClaims", a.claim_index),
+            f"{a.what} {where}: it would get devices other pods hold, not only the pod's grant; {ADMIN_FIX}",
+            state.class_name,
+        )
 
 
 def _device_scope(ctx: Context, state: TemplateState) -> str | None:
@@ -74,6 +96,45 @@ def _device_scope(ctx: Context, state: TemplateState) -> str | None:
             "so the pool's NoSchedule taints do not keep it out"
         )
     return f"in a pod that can be scheduled onto {kind} ({first})"
+
+
+def _gpu_pool_scope(ctx: Context, state: TemplateState) -> str | None:
+    """Where the template can reach a GPU pool of any kind, or None."""
+    if not ctx.reaches_gpu_pool(state):
+        return None
+    reached = ctx.reach(state)
+    first = next((n for n in ctx.policy.pools if n in reached), None)
+    if state.view.spec.get("nodeName"):
+        return f"in a pod whose spec.nodeName {state.view.spec['nodeName']!r} can bind it onto a GPU pool" + (
+            f" ({first})" if first else ""
+        )
+    return "in a pod that can be scheduled onto a GPU pool" + (f" ({first})" if first else "")
+
+
+def _device_env_missing(ctx: Context, state: TemplateState) -> Iterable[Finding]:
+    """``/validate`` of a CREATE we mutate: a container without a grant still has no
+    ``NVIDIA_VISIBLE_DEVICES`` (our mutation failed open, or a later webhook removed it)."""
+    spec = state.view.spec
+    missing = list(without_visible_devices(ctx.policy, spec, fraction=bool(state.judged.fractions)))
+    target = state.target() if state.resolution is not None else None
+    missing = [m for m in missing if (m[0], m[1]) != target]
+    if not missing:
+        return
+    where = _gpu_pool_scope(ctx, state)
+    if where is None:
+        return
+    for group, index, c in missing:
+        role = "init container" if group == "initContainers" else "container"
+        if group == "initContainers" and c.get("restartPolicy") == "Always":
+            role = "sidecar container"
+        yield Finding(
+            "privileged-gpu",
+            state.view.dotted("spec", group, index, "env"),
+            f"{role} {c.get('name')!r} holds no GPU and does not set {VISIBLE_DEVICES} {where}: the image's own "
+            f"value (CUDA images set all) would open every GPU on the node; set {VISIBLE_DEVICES}={VOID} (the "
+            "mutating webhook does this: retry if it was unavailable)",
+            state.class_name,
+        )
 
 
 @rule("raw-gpu-request", Action.WARN, "GPU resources with no workload label")

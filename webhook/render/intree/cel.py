@@ -13,12 +13,13 @@ apiserver apply ``failurePolicy: Fail`` and deny.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 
 from webhook.engine.rules.registry import RULES
 from webhook.policy.compiled import Policy
 from webhook.policy.model import LabelSelector
-from webhook.render.webhooks import TEMPLATE_SHAPES, cel_string, kind_shapes
+from webhook.render.webhooks import cel_string, template_branches
 
 NS_LABELS = "variables.nsLabels"
 ENTITLEMENT = "variables.entitlement"
@@ -141,12 +142,11 @@ def ns_variable(rule_id: str) -> str:
 
 def templates_of(policy: Policy, root: str) -> str:
     """The pod templates of ``root`` (``object`` or ``oldObject``), as the webhook's matchConditions find
-    them (a Pod is its own template)."""
+    them: chosen by the request's resource, never by the object's shape (a Pod is its own template)."""
     chain = ""
-    for shape in [*TEMPLATE_SHAPES, *kind_shapes(policy)]:
-        when = shape.when.replace("object.", f"{root}.")
-        found = shape.templates.replace("object", root) if shape.templates != "[object]" else f"[{root}]"
-        chain += f"{indent(when)} ? {found} :\n  "
+    for branch in template_branches(policy):
+        found = re.sub(r"\bobject\b", root, branch.templates)
+        chain += f"{indent(branch.when())} ?\n    {found} :\n  "
     return f"{root} == null || !has({root}.spec) ? [] :\n  {chain}[]"
 
 

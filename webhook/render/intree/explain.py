@@ -76,6 +76,11 @@ WHY: dict[str, tuple[str, str]] = {
     ),
     "gang-unschedulable": ("", "pool capacity against the gang, backends' partial admission: cross-object facts"),
     "claim-unresolved": ("", "needs the ResourceClaimTemplates, ResourceClaims and DeviceClasses: other objects"),
+    "device-taint-tolerated": ("", "claim templates and the entitlement's allowed device taints: other objects"),
+    "scheduler-claim-forged": ("", "judged on ResourceClaims by the webhook only; not rendered yet"),
+    "claim-capacity-unsatisfiable": ("", "needs the devices' ResourceSlices: other objects"),
+    "compute-domain-invalid": ("", "needs the ComputeDomains and the gang's other pods: other objects"),
+    "compute-domain-num-nodes": ("", "needs the ComputeDomain object: another object"),
     "extended-resource": (
         "",
         "quantity arithmetic over every GPU/RDMA resource (CEL quantity library); not rendered yet",

@@ -54,10 +54,12 @@ def labels(options: RenderOptions) -> dict[str, str]:
 
 
 def resource_rules(policy: Policy) -> list[dict[str, Any]]:
-    """The validating webhook's resources and operations (subresources included: pods/ephemeralcontainers)."""
+    """The validating webhook's resources and operations (subresources included: pods/ephemeralcontainers),
+    except ``*/scale``: a Scale carries only a count, and judging it needs the object it scales, which only
+    the webhook reads."""
     grouped: dict[tuple[str, str, tuple[str, ...]], list[str]] = {}
     for entry in intercepted(policy):
-        if entry.validate:
+        if entry.validate and not entry.resource.endswith("/scale"):
             grouped.setdefault((entry.group, entry.version, entry.validate), []).append(entry.resource)
     return [
         {"apiGroups": [g], "apiVersions": [v], "operations": list(ops), "resources": res, "scope": "Namespaced"}
