@@ -11,8 +11,10 @@ refusal by gpu-admission mean something. Where OpenSSL cannot speak TLS 1.1 at a
 from __future__ import annotations
 
 import base64
+import shutil
 import socket
 import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -267,6 +269,26 @@ def test_tls_1_2_offers_only_ecdhe_with_aead(server: ServerProcess, server_certs
     ):
         name, version, _ = tls.cipher()
         assert version == "TLSv1.2" and name.startswith("ECDHE-") and ("GCM" in name or "CHACHA20" in name), name
+
+
+def test_tls_1_2_renegotiation_is_refused(server: ServerProcess, server_certs):
+    """``openssl s_client`` asks for a renegotiation (its ``R`` command) on a TLS 1.2 connection: the
+    server refuses it (a ``no_renegotiation`` alert), and the connection stays unusable for it."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl command on this machine")
+    result = subprocess.run(
+        [openssl, "s_client", "-connect", f"127.0.0.1:{server.port}", "-servername", SERVICE_DNS, "-tls1_2"]
+        + ["-CAfile", str(server_certs.ca_cert), "-no_ign_eof"],
+        input=b"R\n",
+        capture_output=True,
+        timeout=30,
+    )
+    out = (result.stdout + result.stderr).decode(errors="replace")
+    assert "Protocol  : TLSv1.2" in out or "Protocol: TLSv1.2" in out, out[-2000:]
+    assert "RENEGOTIATING" in out, "the client asked for a renegotiation"
+    assert "no renegotiation" in out.lower(), out[-2000:]
+    assert result.returncode != 0
 
 
 # --- errors from the HTTP layer are JSON ---------------------------------------------------------
