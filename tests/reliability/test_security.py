@@ -277,9 +277,9 @@ def test_tls_1_2_renegotiation_is_refused(server: ServerProcess, server_certs):
     openssl = shutil.which("openssl")
     if openssl is None:
         pytest.skip("no openssl command on this machine")
+    connect = ["-connect", f"127.0.0.1:{server.port}", "-servername", SERVICE_DNS]
     result = subprocess.run(
-        [openssl, "s_client", "-connect", f"127.0.0.1:{server.port}", "-servername", SERVICE_DNS, "-tls1_2"]
-        + ["-CAfile", str(server_certs.ca_cert), "-no_ign_eof"],
+        [openssl, "s_client", *connect, "-tls1_2", "-CAfile", str(server_certs.ca_cert), "-no_ign_eof"],
         input=b"R\n",
         capture_output=True,
         timeout=30,
