@@ -39,8 +39,8 @@ What a connection holds in that phase is bounded, and no one client can take all
   ``403``.
 
 An error answered before the request is in is sent at once, and the connection is then read and
-dropped until the client closes it (up to ``DRAIN_LIMIT`` bytes or its deadline), so that a client
-still sending reads the answer instead of a reset.
+dropped until the client closes it (up to ``DRAIN_LIMIT`` bytes, for at most ``LINGER`` seconds),
+so that a client still sending reads the answer instead of a reset.
 
 Errors gunicorn's own HTTP parser raises before the app runs (a bad ``Content-Length``, obs-fold,
 ``431``) are written by ``gunicorn.util.write_error`` as an HTML page; this module replaces it with a
@@ -92,6 +92,8 @@ LIMIT_REQUEST_FIELD_SIZE = 4096
 DRAIN_LIMIT = 4 * MAX_BODY_BYTES
 """Bytes read and dropped after an early answer, so that the client reads it, before the connection
 is closed anyway."""
+LINGER = 2.0
+"""Seconds a connection answered early is still read (and dropped) so that its client reads the answer."""
 ADMISSION_PATHS = (b"/mutate", b"/validate")
 _RECV = 256 * 1024
 _REASONS = {
@@ -185,6 +187,7 @@ class AdmissionWorker(ThreadWorker):
             tuple(getattr(settings, "client_names", ())) if getattr(settings, "client_ca", None) else None
         )
         self.reading: deque[_Reading] = deque()  # ordered by deadline: every entry gets now + timeout
+        self.lingering: deque[_Reading] = deque()  # answered early, ordered likewise (now + LINGER)
         self.buffered = 0
         self.peers: dict[str, _Peer] = {}
         self._said_full = 0.0  # when a refused connection was last logged (at most once a second)
@@ -461,7 +464,7 @@ class AdmissionWorker(ThreadWorker):
             if peer.conns <= 0 and peer.large <= 0:
                 del self.peers[state.peer]
         with contextlib.suppress(ValueError):
-            self.reading.remove(state)
+            (self.lingering if state.answered else self.reading).remove(state)
         with contextlib.suppress(KeyError, ValueError, OSError):
             self.poller.unregister(state.conn.sock)
 
@@ -481,8 +484,8 @@ class AdmissionWorker(ThreadWorker):
 
     def _answer(self, state: _Reading, status: int, message: str, linger: bool = True) -> None:
         """Answer from the loop (best effort, never blocking). With ``linger`` the connection then
-        stays until the client closes it, its bytes dropped, so that a client still sending reads
-        the answer rather than a reset; else it is closed."""
+        stays until the client closes it (``LINGER`` seconds at most), its bytes dropped, so that a
+        client still sending reads the answer rather than a reset; else it is closed."""
         self._release(state)
         state.buf = bytearray()
         state.discard, state.verdict = 0, None
@@ -490,7 +493,10 @@ class AdmissionWorker(ThreadWorker):
             state.conn.sock.send(json_error(status, _REASONS[status], message))
         self.log.warning("Invalid request from ip=%s: %s %s", _ip(state.conn), status, message)
         if linger:
+            self.reading.remove(state)
             state.answered = True
+            state.deadline = time.monotonic() + LINGER
+            self.lingering.append(state)
         else:
             self._drop(state)
 
@@ -508,10 +514,12 @@ class AdmissionWorker(ThreadWorker):
         """Runs on every turn of the event loop (at least once a second): cut the clients that did not
         send their request in time, then gunicorn's own pending connections."""
         now = time.monotonic()
+        while self.lingering and self.lingering[0].deadline <= now:
+            self._drop(self.lingering[0])
         while self.reading and self.reading[0].deadline <= now:
             state = self.reading[0]
-            if state.answered or state.handshaking or not (state.buf or state.discard or state.header_end >= 0):
-                self._drop(state)  # answered already, or nothing of a request yet: nothing to answer
+            if state.handshaking or not (state.buf or state.discard or state.header_end >= 0):
+                self._drop(state)  # nothing of a request yet: nothing to answer
             elif state.verdict is not None:
                 self._answer(state, *state.verdict, linger=False)
             else:
