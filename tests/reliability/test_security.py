@@ -320,6 +320,7 @@ def _raw_exchange(server: ServerProcess, server_certs: Any, request: bytes) -> b
         (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(150)) + b"\r\n", 431),
         (b"POST /validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 411),
         (b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n", 413),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", 413),
     ],
     ids=[
         "bad-content-length",
@@ -329,6 +330,7 @@ def _raw_exchange(server: ServerProcess, server_certs: Any, request: bytes) -> b
         "too-many-headers",
         "chunked",
         "too-large",
+        "body-on-a-path-without-one",
     ],
 )
 def test_errors_before_the_app_are_json(server: ServerProcess, server_certs, request_bytes: bytes, code: int):
