@@ -169,8 +169,8 @@ def test_announced_bodies_hold_no_budget(tmp_path, server_certs):
 
 def test_bodies_sent_are_capped_per_client(tmp_path, server_certs):
     """20 connections announce 3 MiB and send all but the last KiB of it (58 MiB in all, more than the
-    worker's budget). What one client may hold is capped: the connections past it are answered 503,
-    and the fresh review (a few KiB) is answered as usual."""
+    worker's budget). What one client may hold is capped: the connections past it are answered 503
+    (and give back what they held), and the fresh review (a few KiB) is answered as usual."""
     part = b"[" + b"1," * ((MAX_BODY_BYTES - 1024) // 2)
     with running(_server(tmp_path, server_certs)) as server:
         ctx = client_context([server_certs.ca_cert])
@@ -184,8 +184,10 @@ def test_bodies_sent_are_capped_per_client(tmp_path, server_certs):
                 _fresh_review(client)
             finally:
                 client.close()
-            refused = [_status(_answer(s, 5.0)) for s in attackers]
-    assert 503 in refused, f"one client held 20 x 3 MiB: {refused}"
+            cut = [_answer(s) for s in attackers]  # answered at once (the cut ones), or still held
+    cut = [a for a in cut if a is not None]
+    assert cut, "one client held 20 x 3 MiB"
+    assert all(_status(a) in (503, None) for a in cut), [a[:80] for a in cut]  # 503, or a reset after it
 
 
 def test_a_head_longer_than_an_apiserver_sends_is_refused_at_once(tmp_path, server_certs):

@@ -35,8 +35,8 @@ What a connection holds in that phase is bounded, and no one client can take all
 * one client address may have ``PEER_CONNECTIONS`` connections in this phase (handshaking or
   sending a request) per worker; a further connection from it is closed as soon as it is accepted;
 * with ``--client-ca``, a client certificate whose names are not accepted is known when the
-  handshake ends: that connection's request is read and dropped, never buffered, and answered
-  ``403``.
+  handshake ends: that connection's head is read (never budgeted) and answered ``403``; its body
+  is never buffered.
 
 An error answered before the request is in is sent at once, and the connection is then read and
 dropped until the client closes it (up to ``DRAIN_LIMIT`` bytes, for at most ``LINGER`` seconds),
@@ -90,7 +90,7 @@ LIMIT_REQUEST_FIELDS = 32
 LIMIT_REQUEST_FIELD_SIZE = 4096
 """gunicorn's own head limits, within ``HEAD_LIMIT``: its parser answers ``414``/``431`` past them."""
 DRAIN_LIMIT = 4 * MAX_BODY_BYTES
-"""Bytes read and dropped after an early answer, so that the client reads it, before the connection
+"""Bytes read and dropped after an early answer (so that the client reads it) before the connection
 is closed anyway."""
 LINGER = 2.0
 """Seconds a connection answered early is still read (and dropped) so that its client reads the answer."""
@@ -143,7 +143,6 @@ class _Reading:
         "buf",
         "conn",
         "deadline",
-        "discard",
         "done",
         "dropped",
         "handshaking",
@@ -152,7 +151,6 @@ class _Reading:
         "need",
         "peer",
         "refused",
-        "verdict",
         "writing",
     )
 
@@ -164,8 +162,6 @@ class _Reading:
         self.buf = bytearray()
         self.header_end = -1  # index after the blank line, once seen
         self.need = -1  # total bytes of the request, once the headers are in
-        self.discard = 0  # body bytes still to read and drop before ``verdict`` is answered
-        self.verdict: tuple[int, str] | None = None
         self.answered = False  # answered early: what still arrives is dropped (see the module docstring)
         self.dropped = 0
         self.done = False  # left the read phase (handed to a thread, or closed)
@@ -343,15 +339,10 @@ class AdmissionWorker(ThreadWorker):
             if state.dropped > DRAIN_LIMIT:
                 self._drop(state)
             return
-        if state.discard:  # a body not worth holding (refused, over budget): drop it, then answer
-            state.discard -= min(state.discard, len(data))
-            if not state.discard and state.verdict is not None:
-                self._answer(state, *state.verdict)
-            return
         if not state.refused:  # a refused client's head is read to find its length, never budgeted
             why = self._charge(state, len(data))
             if why is not None:
-                return self._over_budget(state, len(data), why)
+                return self._answer(state, 503, why)  # what it held is given back; the rest is dropped
         state.buf += data
         self._progress(state)
 
@@ -365,7 +356,7 @@ class AdmissionWorker(ThreadWorker):
                 return self._answer(state, 431, _HEAD_TOO_LONG)
             state.header_end = end + 4
             self._framing(state)
-            if state.done or state.discard or state.answered:
+            if state.done or state.answered:
                 return
         if len(state.buf) >= state.need:
             self._hand_off(state)
@@ -392,17 +383,14 @@ class AdmissionWorker(ThreadWorker):
             state.need = state.header_end
             return
         size = int(length)
-        got = len(state.buf) - state.header_end
         if state.refused:
-            if size > DRAIN_LIMIT:
-                return self._answer(state, 403, _REFUSED)
-            return self._discard_then(state, size - got, 403, _REFUSED)
+            return self._answer(state, 403, _REFUSED)
         if size > (MAX_BODY_BYTES if admission else SMALL_REQUEST):
             return self._answer(state, 413, _too_large() if admission else _no_body())
         state.need = state.header_end + size
         why = self._room(state, state.need - state.budgeted)
         if why is not None:  # cannot fit now: refused before the body is read
-            self._discard_then(state, size - got, 503, why)
+            self._answer(state, 503, why)
 
     # --- the budget -----------------------------------------------------------------------------
 
@@ -439,23 +427,11 @@ class AdmissionWorker(ThreadWorker):
             state.large = False
         state.budgeted = 0
 
-    def _over_budget(self, state: _Reading, arrived: int, why: str) -> None:
-        """No room for bytes that arrived: give back what the request holds, then refuse it (once its
-        body is read and dropped, when its length is known)."""
-        if state.header_end < 0:
-            return self._answer(state, 503, why)
-        self._discard_then(state, state.need - len(state.buf) - arrived, 503, why)
-
-    def _discard_then(self, state: _Reading, remaining: int, status: int, message: str) -> None:
-        self._release(state)
-        state.buf = bytearray()
-        if remaining <= 0:
-            return self._answer(state, status, message)
-        state.discard, state.verdict = remaining, (status, message)
-
     # --- leaving the read phase -----------------------------------------------------------------
 
     def _leave(self, state: _Reading) -> None:
+        if state.done:
+            return
         state.done = True
         self._release(state)
         peer = self.peers.get(state.peer)
@@ -488,7 +464,6 @@ class AdmissionWorker(ThreadWorker):
         client still sending reads the answer rather than a reset; else it is closed."""
         self._release(state)
         state.buf = bytearray()
-        state.discard, state.verdict = 0, None
         with contextlib.suppress(OSError, ValueError):
             state.conn.sock.send(json_error(status, _REASONS[status], message))
         self.log.warning("Invalid request from ip=%s: %s %s", _ip(state.conn), status, message)
@@ -518,10 +493,8 @@ class AdmissionWorker(ThreadWorker):
             self._drop(self.lingering[0])
         while self.reading and self.reading[0].deadline <= now:
             state = self.reading[0]
-            if state.handshaking or not (state.buf or state.discard or state.header_end >= 0):
+            if state.handshaking or not (state.buf or state.header_end >= 0):
                 self._drop(state)  # nothing of a request yet: nothing to answer
-            elif state.verdict is not None:
-                self._answer(state, *state.verdict, linger=False)
             else:
                 self._answer(state, 408, f"request not received within {self.request_timeout:g} seconds", linger=False)
         super().murder_pending()
