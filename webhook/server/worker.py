@@ -10,7 +10,7 @@ Here the event loop (the worker's main thread, which already multiplexes idle ke
 connections) does that part instead, without blocking:
 
 * the TLS handshake, non-blocking, on the loop;
-* the request line and headers, up to gunicorn's own header limits;
+* the request line and headers, up to ``HEAD_LIMIT`` (gunicorn's own header limits lie within it);
 * the body, up to ``Content-Length`` (the apiserver always sends one; ``Transfer-Encoding`` is
   answered ``411`` — an admission review has no reason to stream).
 
