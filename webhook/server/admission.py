@@ -94,10 +94,12 @@ class Admitter:
         policy = self.store.policy  # read once: this request sees one policy even if a reload swaps it
         try:
             cluster = self.cluster()
+            # one deadline for the review, even when it is judged twice (after a namespace lookup)
+            deadline = None if self.engine_deadline is None else time.monotonic() + self.engine_deadline
             labels = self.namespaces.labels(review.namespace) if review.namespace else None
             missing = labels is None and bool(review.namespace) and self.namespaces.speaks_for_cluster
             decision = self._evaluate(
-                policy, review, endpoint, labels, _unknown(cluster, review.namespace) if missing else cluster
+                policy, review, endpoint, labels, _unknown(cluster, review.namespace) if missing else cluster, deadline
             )
             if missing and decision.namespace_unknown:
                 # the object needs the namespace's labels and the cache lacks them: one GET (capped,
@@ -107,7 +109,7 @@ class Admitter:
                 except NamespaceUnknown:  # logged and counted by the source; the engine denies (never the catch-all)
                     pass
                 else:
-                    decision = self._evaluate(policy, review, endpoint, labels, cluster)
+                    decision = self._evaluate(policy, review, endpoint, labels, cluster, deadline)
             doc, outcome, extra = self._respond(endpoint, review, decision)
         except Exception as exc:
             doc, outcome, extra = self._engine_failed(endpoint, review, policy.settings.failure, exc)
@@ -116,7 +118,13 @@ class Admitter:
         return doc
 
     def _evaluate(
-        self, policy: Any, review: Review, endpoint: str, labels: dict[str, str] | None, cluster: Cluster
+        self,
+        policy: Any,
+        review: Review,
+        endpoint: str,
+        labels: dict[str, str] | None,
+        cluster: Cluster,
+        deadline: float | None,
     ) -> Decision:
         return self.evaluate(
             policy,
@@ -128,7 +136,7 @@ class Admitter:
             validate=endpoint == "validate",
             as_received=endpoint == "validate",  # the object the apiserver will store
             details=False,  # waste/placements are for check and policy test, not for the response
-            deadline=None if self.engine_deadline is None else time.monotonic() + self.engine_deadline,
+            deadline=deadline,
             cluster=cluster,
         )
 

@@ -160,7 +160,7 @@ class NamespaceWatchCache:
                 flight = self._flights[namespace] = _Flight()
         assert flight is not None
         if not leader:  # the GET in progress answers this review too, within its own timeout
-            flight.done.wait(self.lookup_timeout + 1.0)
+            flight.done.wait(self.lookup_timeout + 0.1)
             if flight.labels is not None:
                 return flight.labels
             raise NamespaceUnknown(namespace, flight.reason)
