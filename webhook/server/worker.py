@@ -25,9 +25,9 @@ What a connection holds in that phase is bounded, and no one client can take all
 * bytes are charged to the worker's read budget (``read_budget``) as they arrive, head and body,
   never by the ``Content-Length`` a client announces: a connection that announces 3 MiB and sends
   nothing holds its head. A request larger than ``SMALL_REQUEST`` (a real review is a few KiB) may
-  use the budget only up to ``read_budget - SMALL_RESERVE`` and, with the other large requests of
-  the same client address, up to ``PEER_BUDGET``: past either it is answered ``503``, so many
-  half-sent 3 MiB bodies cannot run the worker out of memory nor starve the small reviews;
+  use only what ``SMALL_SHARE`` leaves to large requests and, with the other large requests of the
+  same client address, up to ``PEER_BUDGET``: past either it is answered ``503``, so many half-sent
+  3 MiB bodies can neither run the worker out of memory nor starve the small reviews;
 * a head (request line and headers) may be ``HEAD_LIMIT`` bytes, what an apiserver sends with room
   to spare; past it: ``431`` at once;
 * a body no review needs is refused before it is read: over ``MAX_BODY_BYTES`` on the admission
@@ -73,8 +73,8 @@ READ_BUDGET = 16 * MAX_BODY_BYTES
 SMALL_REQUEST = 64 * 1024
 """A request (head and body) up to this size is refused for lack of room only when the whole read
 budget is taken; real reviews are a few KiB."""
-SMALL_RESERVE = READ_BUDGET // 4
-"""The part of the read budget that only small requests may use."""
+SMALL_SHARE = 4
+"""One part in ``SMALL_SHARE`` of the read budget (12 MiB of 48) is for small requests only."""
 PEER_BUDGET = 4 * MAX_BODY_BYTES
 """Bytes one client address may hold per worker in requests larger than ``SMALL_REQUEST``."""
 PEER_CONNECTIONS = 64
@@ -179,6 +179,7 @@ class AdmissionWorker(ThreadWorker):
         settings = getattr(self.app, "settings", None)
         self.request_timeout = float(getattr(settings, "request_timeout", REQUEST_TIMEOUT))
         self.read_budget = int(getattr(settings, "read_budget", READ_BUDGET))
+        self.large_budget = self.read_budget - self.read_budget // SMALL_SHARE
         self.client_names: tuple[str, ...] | None = (
             tuple(getattr(settings, "client_names", ())) if getattr(settings, "client_ca", None) else None
         )
@@ -401,7 +402,7 @@ class AdmissionWorker(ThreadWorker):
         if total > self.read_budget:
             return "the server holds too many unfinished requests; retry"
         if held > SMALL_REQUEST:
-            if total > self.read_budget - self.read_budget // 4:  # the rest is for small requests
+            if total > self.large_budget:  # the rest is for small requests
                 return "the server holds too many large unfinished requests; retry"
             peer = self.peers[state.peer]
             if peer.large + (more if state.large else held) > PEER_BUDGET:
