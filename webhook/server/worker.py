@@ -77,9 +77,11 @@ SMALL_SHARE = 4
 """One part in ``SMALL_SHARE`` of the read budget (12 MiB of 48) is for small requests only."""
 PEER_BUDGET = 4 * MAX_BODY_BYTES
 """Bytes one client address may hold per worker in requests larger than ``SMALL_REQUEST``."""
-PEER_CONNECTIONS = 64
+PEER_CONNECTIONS = 128
 """Connections one client address may have per worker in the read phase (handshake, unfinished
-request). The apiserver's requests arrive whole, so its connections are in this phase briefly."""
+request): a quarter of ``WORKER_CONNECTIONS``, so that one pod cannot take them all. The apiserver's
+requests arrive whole and it reuses kept-alive connections, so its own are in this phase briefly;
+room is left for a burst of new ones (its pool opening)."""
 WORKER_CONNECTIONS = 512
 """Connections per worker in all (gunicorn's ``worker_connections``): read phase, in a thread, kept alive."""
 HEAD_LIMIT = 8 * 1024
