@@ -14,6 +14,7 @@ exactly the window (a namespace created after the cache synced, not yet delivere
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import time
 import uuid
@@ -149,6 +150,38 @@ def test_lookups_at_once_are_capped_and_a_not_found_is_remembered(fake):
             cache.lookup("forged-b")  # the 404 is remembered: no second GET
         assert "looked up less than" in info.value.reason
         assert sorted(fake.gets()) == ["forged-a", "forged-b"]
+    finally:
+        fake.release_gets()
+        cache.stop()
+
+
+def _blocked(thread: threading.Thread) -> bool:
+    """The thread is parked in a ``wait`` (its innermost frame), e.g. on a lookup in progress."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    return frame is not None and frame.f_code.co_name == "wait"
+
+
+def test_reviews_of_a_namespace_being_read_share_its_answer(fake):
+    """Ten reviews of a namespace the watch has not delivered, while its GET is held: one GET, and
+    every review gets the labels it found."""
+    cache = NamespaceWatchCache(lambda: kube_api(fake.url), lookup_timeout=30)
+    cache.start()
+    try:
+        assert cache.wait_synced(30)
+        eventually(lambda: len(fake.watches()) == 1, what="the watch")
+        fake.change_silently("late-team", SERVING)  # the open watch never sees it
+        fake.hold_gets()
+        found: list[dict[str, object]] = [{} for _ in range(10)]
+        threads = [_lookup_in_thread(cache, "late-team", found[0])]
+        eventually(lambda: fake.gets() == ["late-team"], what="the GET")
+        for out in found[1:]:
+            threads.append(_lookup_in_thread(cache, "late-team", out))
+            eventually(lambda t=threads[-1]: _blocked(t), what="the review waiting for the GET in progress")
+        fake.release_gets()
+        for t in threads:
+            t.join(20)
+        assert [out["late-team"]["gpu-admission.io/tier"] for out in found] == ["serving"] * 10  # type: ignore[index]
+        assert fake.gets() == ["late-team"]
     finally:
         fake.release_gets()
         cache.stop()

@@ -165,7 +165,7 @@ class NamespaceWatchCache:
                 return flight.labels
             raise NamespaceUnknown(namespace, flight.reason)
         try:
-            labels = self._get(namespace)
+            labels = flight.labels = self._get(namespace)  # before ``done`` is set: followers read it
         except Exception as exc:
             reason = flight.reason = _lookup_error(exc)
             not_found = reason == NOT_FOUND
@@ -182,7 +182,6 @@ class NamespaceWatchCache:
             with self._lookup_lock:
                 self._flights.pop(namespace, None)
             flight.done.set()
-        flight.labels = labels
         metrics.NAMESPACE_LOOKUPS.labels("found").inc()
         return labels
 
