@@ -342,7 +342,7 @@ class AdmissionWorker(ThreadWorker):
             if state.dropped > DRAIN_LIMIT:
                 self._drop(state)
             return
-        if not state.refused:  # a refused client's head is read to find its length, never budgeted
+        if not state.refused:  # a refused client's head (HEAD_LIMIT at most) is read, never budgeted
             why = self._charge(state, len(data))
             if why is not None:
                 return self._answer(state, 503, why)  # what it held is given back; the rest is dropped
