@@ -11,8 +11,10 @@ refusal by gpu-admission mean something. Where OpenSSL cannot speak TLS 1.1 at a
 from __future__ import annotations
 
 import base64
+import shutil
 import socket
 import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -269,6 +271,26 @@ def test_tls_1_2_offers_only_ecdhe_with_aead(server: ServerProcess, server_certs
         assert version == "TLSv1.2" and name.startswith("ECDHE-") and ("GCM" in name or "CHACHA20" in name), name
 
 
+def test_tls_1_2_renegotiation_is_refused(server: ServerProcess, server_certs):
+    """``openssl s_client`` asks for a renegotiation (its ``R`` command) on a TLS 1.2 connection: the
+    server refuses it (a ``no_renegotiation`` alert), and the connection stays unusable for it."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        pytest.skip("no openssl command on this machine")
+    connect = ["-connect", f"127.0.0.1:{server.port}", "-servername", SERVICE_DNS]
+    result = subprocess.run(
+        [openssl, "s_client", *connect, "-tls1_2", "-CAfile", str(server_certs.ca_cert), "-no_ign_eof"],
+        input=b"R\n",
+        capture_output=True,
+        timeout=30,
+    )
+    out = (result.stdout + result.stderr).decode(errors="replace")
+    assert "Protocol  : TLSv1.2" in out or "Protocol: TLSv1.2" in out, out[-2000:]
+    assert "RENEGOTIATING" in out, "the client asked for a renegotiation"
+    assert "no renegotiation" in out.lower(), out[-2000:]
+    assert result.returncode != 0
+
+
 # --- errors from the HTTP layer are JSON ---------------------------------------------------------
 
 
@@ -298,6 +320,7 @@ def _raw_exchange(server: ServerProcess, server_certs: Any, request: bytes) -> b
         (b"GET /healthz HTTP/1.1\r\nHost: x\r\n" + b"".join(b"X-%d: a\r\n" % i for i in range(150)) + b"\r\n", 431),
         (b"POST /validate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n", 411),
         (b"POST /validate HTTP/1.1\r\nHost: x\r\nContent-Length: 99999999\r\n\r\n", 413),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n", 413),
     ],
     ids=[
         "bad-content-length",
@@ -307,6 +330,7 @@ def _raw_exchange(server: ServerProcess, server_certs: Any, request: bytes) -> b
         "too-many-headers",
         "chunked",
         "too-large",
+        "body-on-a-path-without-one",
     ],
 )
 def test_errors_before_the_app_are_json(server: ServerProcess, server_certs, request_bytes: bytes, code: int):

@@ -5,6 +5,14 @@ Six clients post reviews back to back on kept-alive connections (reconnecting af
 the apiserver does). The master gets SIGTERM; clients carry on until it has exited. Every request
 is classified: ``ok`` (200, contract-valid), ``refused`` (connect refused), ``closed`` (connection
 closed or reset before the status line), or a failure (partial answer, non-200, bad contract).
+
+"In flight at SIGTERM" is what the server had accepted: a request written, before the signal, on a
+connection whose TLS handshake the server had completed (only a worker that accepted the connection
+can finish its handshake), and answered or failed after it. A client that began building a request
+before the signal but connected after the listener closed was never in flight: it is refused, and
+that is clean. One request is in flight by construction: its head and half its body are sent before
+SIGTERM, the rest once the master has handled the signal (and is stopping its workers); it must be
+answered.
 """
 
 from __future__ import annotations
@@ -17,13 +25,22 @@ import ssl
 import threading
 import time
 from collections import Counter
+from dataclasses import dataclass
 
 import orjson
 import pytest
 
 from tests.reliability.load import wait_for_workers
 from tests.server import objects
-from tests.server.support import ApiserverClient, ServerProcess, check_response, review, serve_args
+from tests.server.support import (
+    SERVICE_DNS,
+    ApiserverClient,
+    ServerProcess,
+    check_response,
+    client_context,
+    review,
+    serve_args,
+)
 
 pytestmark = [pytest.mark.reliability, pytest.mark.server, pytest.mark.slow]
 
@@ -42,6 +59,37 @@ def _classify(exc: BaseException) -> str:
     return f"unexpected {type(exc).__name__}"
 
 
+@dataclass
+class Attempt:
+    started: float  # the client began (building the review, connecting if it had no connection)
+    sent: float | None  # the request was written on a connection the server had accepted (handshake done)
+    finished: float
+    outcome: str
+    detail: str
+    fresh: bool  # it needed a new connection
+
+
+def _held_request(port: int, ca: object) -> tuple[ssl.SSLSocket, bytes, dict]:
+    """A review whose head and first half of body are sent now; the caller sends ``rest`` later."""
+    sent = review(objects.inference_pod(), namespace=objects.SERVING_NS)
+    body = orjson.dumps(sent)
+    head = (
+        b"POST /mutate?timeout=10s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\n\r\n" % len(body)
+    )
+    raw = socket.create_connection(("127.0.0.1", port), timeout=30)
+    tls = client_context([ca]).wrap_socket(raw, server_hostname=SERVICE_DNS)  # type: ignore[list-item]
+    half = len(body) // 2
+    tls.sendall(head + body[:half])
+    return tls, body[half:], sent
+
+
+def _read_answer(tls: ssl.SSLSocket) -> tuple[int, bytes]:
+    resp = http.client.HTTPResponse(tls)  # type: ignore[arg-type]
+    resp.begin()
+    return resp.status, resp.read()
+
+
 def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, server_certs):
     server = ServerProcess(
         tmp_path,
@@ -53,6 +101,8 @@ def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, ser
             "4",
             "--graceful-timeout",
             "10",
+            "--request-timeout",
+            "30",
             "--namespaces",
             "none",
         ),
@@ -62,16 +112,22 @@ def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, ser
     assert server.proc is not None
     stop = threading.Event()
     lock = threading.Lock()
-    results: list[tuple[float, float, str, str]] = []  # (started, finished, outcome, detail)
+    results: list[Attempt] = []
 
     def client_loop() -> None:
         client: ApiserverClient | None = None
         while not stop.is_set():
             sent = review(objects.inference_pod(), namespace=objects.SERVING_NS)
             started = time.monotonic()
+            written: float | None = None
+            fresh = client is None
             try:
                 if client is None:
                     client = server.client(timeout=10.0)
+                if client.conn.sock is None:
+                    fresh = True
+                    client.conn.connect()  # TCP and the TLS handshake: the server has accepted it
+                written = time.monotonic()
                 status, _, data = client.request("POST", "/mutate?timeout=10s", orjson.dumps(sent))
                 if status != 200:
                     outcome, detail = "status", f"HTTP {status}"
@@ -88,7 +144,7 @@ def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, ser
                 if outcome == "refused":
                     time.sleep(0.02)
             with lock:
-                results.append((started, time.monotonic(), outcome, detail))
+                results.append(Attempt(started, written, time.monotonic(), outcome, detail, fresh))
         if client is not None:
             client.close()
 
@@ -101,44 +157,57 @@ def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, ser
 
     def answered() -> int:
         with lock:
-            return sum(r[2] == "ok" for r in results)
+            return sum(r.outcome == "ok" for r in results)
 
     threads = [threading.Thread(target=client_loop, daemon=True) for _ in range(CLIENTS)]
+    held: ssl.SSLSocket | None = None
     try:
         for t in threads:
             t.start()
         wait_until(lambda: answered() >= 50, "50 answered reviews before SIGTERM")
+        held, rest, held_review = _held_request(server.port, server_certs.ca_cert)
         term_at = time.monotonic()
         server.proc.send_signal(signal.SIGTERM)
-        rc = server.proc.wait(30)
+        wait_until(lambda: "Handling signal: term" in server.output(), "the master to handle SIGTERM")
+        held.sendall(rest)  # the rest of a request the server had accepted before SIGTERM
+        held_status, held_body = _read_answer(held)
+        held_at = time.monotonic()
+        rc = server.proc.wait(60)
         exited_at = time.monotonic()
 
         def tried_after_exit() -> bool:  # clients keep trying against the closed port
             with lock:
-                return sum(r[0] > exited_at + 0.1 for r in results) >= CLIENTS
+                return sum(r.started > exited_at + 0.1 and r.fresh for r in results) >= CLIENTS
 
         wait_until(tried_after_exit, "every client to try the closed port")
     finally:
         stop.set()
         for t in threads:
             t.join(15)
+        if held is not None:
+            held.close()
         server.stop()
 
-    counts = Counter(outcome for _, _, outcome, _ in results)
-    in_flight = [r for r in results if r[0] < term_at <= r[1]]
-    after_exit = [r for r in results if r[0] > exited_at + 0.1]
+    counts = Counter(r.outcome for r in results)
+    in_flight = [r for r in results if r.sent is not None and r.sent < term_at <= r.finished]
+    after_exit = [r for r in results if r.started > exited_at + 0.1]
+    by_start = [r for r in results if r.started < term_at <= r.finished and r not in in_flight]
     print(
-        f"\nSIGTERM under load: {dict(counts)}; in flight at SIGTERM: {len(in_flight)} "
-        f"({sum(r[2] == 'ok' for r in in_flight)} completed); master exited after {exited_at - term_at:.2f} s"
+        f"\nSIGTERM under load: {dict(counts)}; in flight at SIGTERM: {len(in_flight)} + 1 held "
+        f"({sum(r.outcome == 'ok' for r in in_flight)} + {int(held_status == 200)} completed, the held one "
+        f"{held_at - term_at:.2f} s after SIGTERM); master exited after {exited_at - term_at:.2f} s; "
+        f"begun before SIGTERM but never accepted: {[r.outcome for r in by_start]}"
     )
 
     assert rc == 0
-    bad = [r for r in results if r[2] not in ("ok", "refused", "closed")]
+    bad = [r for r in results if r.outcome not in ("ok", "refused", "closed")]
     assert not bad, f"never a half response, a 5xx or a broken contract: {bad[:5]}"
-    assert sum(r[2] == "ok" for r in results if r[1] < term_at) >= 50
-    assert in_flight, "the load was running at SIGTERM"
-    assert all(r[2] == "ok" for r in in_flight), f"every request in flight at SIGTERM completes: {in_flight}"
-    assert after_exit and all(r[2] == "refused" for r in after_exit), "after exit, connections are refused"
+    assert sum(r.outcome == "ok" for r in results if r.finished < term_at) >= 50
+    assert held_status == 200, held_body[:300]
+    check_response(orjson.loads(held_body), held_review, "mutate")
+    assert all(r.outcome == "ok" for r in in_flight), f"every request in flight at SIGTERM completes: {in_flight}"
+    assert after_exit and all(r.outcome in ("refused", "closed") for r in after_exit)
+    assert all(r.outcome == "refused" for r in after_exit if r.fresh), "after exit, connections are refused"
     with pytest.raises(ConnectionRefusedError):
         socket.create_connection(("127.0.0.1", server.port), timeout=2)
     messages = [r.get("msg", "") for r in server.log_records()]

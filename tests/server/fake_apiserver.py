@@ -20,7 +20,8 @@ Test controls: ``add``/``modify``/``delete`` record events; ``change_silently`` 
 compacts history (events the client never sees, as after an etcd compaction during a disconnect);
 ``drop_watches`` cuts open watch connections without the terminating chunk (a dropped TCP
 connection); ``fail_lists`` answers the next N lists with 500, ``fail_gets`` the next N GETs of one
-object with 503; ``objects`` maps other REST paths to the object a GET of that path answers. Every
+object with 503; ``objects`` maps other REST paths to the object a GET of that path answers;
+``hold_gets`` keeps GETs of one object unanswered until ``release_gets``. Every
 request's query is recorded.
 """
 
@@ -67,6 +68,8 @@ class FakeNamespaceAPI:
         self.requests: list[dict[str, Any]] = []
         self.fail_lists = 0
         self.fail_gets = 0
+        self.held_gets = threading.Event()  # cleared by hold_gets: GETs of one object wait for release_gets
+        self.held_gets.set()
         self.gone_http_once = False
         # other objects served by ``GET <their REST path>`` (a StatefulSet a Scale review scales), as
         # the apiserver reads one object; any other path is 404
@@ -171,6 +174,13 @@ class FakeNamespaceAPI:
     def lists(self) -> list[dict[str, Any]]:
         return [r for r in self.requests if not r.get("watch") and r["path"] == self.path]
 
+    def hold_gets(self) -> None:
+        """GETs of one object arrive (and are recorded) but are not answered until ``release_gets``."""
+        self.held_gets.clear()
+
+    def release_gets(self) -> None:
+        self.held_gets.set()
+
     def gets(self) -> list[str]:
         """Names read one at a time (``GET …/namespaces/NAME``), in order."""
         prefix = self.path + "/"
@@ -217,6 +227,7 @@ class FakeNamespaceAPI:
             def _get(self, name: str) -> None:
                 """``GET /api/v1/namespaces/NAME``: the object as it is now (whatever the watches have
                 delivered), or ``404`` with a ``Status`` of reason ``NotFound``, as the apiserver answers."""
+                api.held_gets.wait(60)
                 with api._cond:
                     if api.fail_gets > 0:
                         api.fail_gets -= 1

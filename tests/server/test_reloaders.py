@@ -141,6 +141,15 @@ def test_context_is_cached_and_tls12_is_the_floor(tmp_path: Path):
     )
 
 
+def test_the_context_refuses_tls12_renegotiation(tmp_path: Path):
+    """A renegotiation is a new handshake on a connection, run by the worker's event loop whenever
+    the client asks; OpenSSL 3 refuses a client's by default, older builds did not: the context says
+    so itself. (tests/reliability/test_security.py tries one against the real server.)"""
+    pair = _pair(tmp_path, "a")
+    ctx = sock.ssl_context(_config(pair.cert, pair.key, CertReloader(interval=0)))
+    assert ctx.options & ssl.OP_NO_RENEGOTIATION
+
+
 def test_a_secret_symlink_swap_is_picked_up(tmp_path: Path):
     a, b = _pair(tmp_path, "a"), _pair(tmp_path, "b")
     secret = AtomicDir(tmp_path / "secret")

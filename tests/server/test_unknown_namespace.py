@@ -14,7 +14,10 @@ exactly the window (a namespace created after the cache synced, not yet delivere
 from __future__ import annotations
 
 import socket
+import sys
+import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -48,7 +51,7 @@ def fake() -> Iterator[FakeNamespaceAPI]:
 
 @pytest.fixture
 def cache(fake: FakeNamespaceAPI) -> Iterator[NamespaceWatchCache]:
-    made = NamespaceWatchCache(lambda: kube_api(fake.url), miss_wait=0.05, backoff_initial=0.02, backoff_max=0.1)
+    made = NamespaceWatchCache(lambda: kube_api(fake.url), backoff_initial=0.02, backoff_max=0.1)
     made.start()
     assert made.wait_synced(30)
     eventually(lambda: len(fake.watches()) == 1, what="the watch")
@@ -94,7 +97,7 @@ def test_an_apiserver_that_never_answers_is_unknown_within_the_budget():
     silent.bind(("127.0.0.1", 0))
     silent.listen(8)
     url = f"http://127.0.0.1:{silent.getsockname()[1]}"
-    made = NamespaceWatchCache(lambda: kube_api(url), lookup_timeout=0.3, miss_wait=0.0)
+    made = NamespaceWatchCache(lambda: kube_api(url), lookup_timeout=0.3)
     try:
         started = time.monotonic()
         with pytest.raises(NamespaceUnknown):
@@ -102,6 +105,106 @@ def test_an_apiserver_that_never_answers_is_unknown_within_the_budget():
         assert time.monotonic() - started < 5.0  # bounded by the budget, not by a default 60 s socket timeout
     finally:
         silent.close()
+
+
+def _lookup_in_thread(cache: NamespaceWatchCache, namespace: str, out: dict[str, object]) -> threading.Thread:
+    def run() -> None:
+        try:
+            out[namespace] = cache.lookup(namespace)
+        except NamespaceUnknown as exc:
+            out[namespace] = exc.reason
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_lookups_at_once_are_capped_and_a_not_found_is_remembered(fake):
+    """Forged reviews name namespaces that do not exist. With two GETs held by the apiserver, a
+    third namespace is not looked up at all (unknown at once, no GET, no waiting for a slot); a
+    review of a namespace already being read shares that GET; and a 404 is believed for a while, so
+    the same forged name again costs nothing."""
+    cache = NamespaceWatchCache(
+        lambda: kube_api(fake.url), lookup_timeout=30, max_lookups=2, lookup_burst=100, negative_ttl=300
+    )
+    cache.start()
+    try:
+        assert cache.wait_synced(30)
+        fake.hold_gets()
+        out: dict[str, object] = {}
+        first = _lookup_in_thread(cache, "forged-a", out)
+        eventually(lambda: fake.gets() == ["forged-a"], what="the first GET")
+        second = _lookup_in_thread(cache, "forged-b", out)
+        eventually(lambda: sorted(fake.gets()) == ["forged-a", "forged-b"], what="the second GET")
+        third = _lookup_in_thread(cache, "forged-c", out)
+        third.join(20)  # no GET to wait for: answered at once (before, it made a third GET and waited)
+        assert not third.is_alive() and "lookups of other namespaces in progress" in str(out["forged-c"])
+        again: dict[str, object] = {}
+        same = _lookup_in_thread(cache, "forged-a", again)  # shares the GET in flight (or its 404)
+        fake.release_gets()
+        for t in (first, second, same):
+            t.join(20)
+        assert out["forged-a"] == out["forged-b"] == again["forged-a"] == "not found (404)"
+        assert sorted(fake.gets()) == ["forged-a", "forged-b"]
+        with pytest.raises(NamespaceUnknown) as info:
+            cache.lookup("forged-b")  # the 404 is remembered: no second GET
+        assert "looked up less than" in info.value.reason
+        assert sorted(fake.gets()) == ["forged-a", "forged-b"]
+    finally:
+        fake.release_gets()
+        cache.stop()
+
+
+def _blocked(thread: threading.Thread) -> bool:
+    """The thread is parked in a ``wait`` (its innermost frame), e.g. on a lookup in progress."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    return frame is not None and frame.f_code.co_name == "wait"
+
+
+def test_reviews_of_a_namespace_being_read_share_its_answer(fake):
+    """Ten reviews of a namespace the watch has not delivered, while its GET is held: one GET, and
+    every review gets the labels it found."""
+    cache = NamespaceWatchCache(lambda: kube_api(fake.url), lookup_timeout=30)
+    cache.start()
+    try:
+        assert cache.wait_synced(30)
+        eventually(lambda: len(fake.watches()) == 1, what="the watch")
+        fake.change_silently("late-team", SERVING)  # the open watch never sees it
+        fake.hold_gets()
+        found: list[dict[str, object]] = [{} for _ in range(10)]
+        threads = [_lookup_in_thread(cache, "late-team", found[0])]
+        eventually(lambda: fake.gets() == ["late-team"], what="the GET")
+        for out in found[1:]:
+            threads.append(_lookup_in_thread(cache, "late-team", out))
+            eventually(lambda t=threads[-1]: _blocked(t), what="the review waiting for the GET in progress")
+        fake.release_gets()
+        for t in threads:
+            t.join(20)
+        assert [out["late-team"]["gpu-admission.io/tier"] for out in found] == ["serving"] * 10  # type: ignore[index]
+        assert fake.gets() == ["late-team"]
+    finally:
+        fake.release_gets()
+        cache.stop()
+
+
+def test_lookups_per_second_are_capped(fake):
+    """Random names defeat a cache of 404s; a rate does not: past ``lookup_burst`` (with a refill of
+    one lookup every 1000 s here) a namespace is not looked up."""
+    cache = NamespaceWatchCache(lambda: kube_api(fake.url), lookup_rate=0.001, lookup_burst=3)
+    cache.start()
+    try:
+        assert cache.wait_synced(30)
+        reasons = []
+        for i in range(10):
+            with pytest.raises(NamespaceUnknown) as info:
+                cache.lookup(f"random-{i}")
+            reasons.append(info.value.reason)
+        assert reasons[:3] == ["not found (404)"] * 3
+        assert all("lookups per second" in r for r in reasons[3:]), reasons
+        assert fake.gets() == ["random-0", "random-1", "random-2"]
+        assert cache.lookup("serving-team")["gpu-admission.io/tier"] == "serving"  # the cache needs no GET
+    finally:
+        cache.stop()
 
 
 def test_offline_sources_have_no_facts_and_keep_the_name_label_only():
@@ -221,3 +324,72 @@ def _ready(client) -> bool:
         return False
 
 
+
+
+def test_forged_reviews_for_random_namespaces_cost_bounded_gets(tmp_path: Path, server_certs):
+    """Anyone who reaches the webhook can post reviews. 100 of plain pods and 100 of GPU jobs, each in
+    a namespace that does not exist, from 8 clients at once: the plain pods are none of the webhook's
+    business and cost no GET (before: one each, after a 0.2 s wait in the request thread); the GPU
+    ones cost at most what the lookup rate allows (10 at once, then 10 a second, per worker; before:
+    one each); a real review is answered as usual meanwhile."""
+    fake = FakeNamespaceAPI({"research": {}}).start()
+    server = ServerProcess(
+        tmp_path,
+        serve_args(
+            server_certs,
+            "--namespaces",
+            "cluster",
+            "--kubeconfig",
+            str(_kubeconfig(tmp_path, fake.url)),
+            "--workers",
+            "1",
+            "--threads",
+            "4",
+        ),
+        ca_files=[server_certs.ca_cert],
+    )
+    server.start(wait_ready=False)
+    plain = [f"plain-{uuid.uuid4().hex[:12]}" for _ in range(100)]
+    gpu = [f"gpu-{uuid.uuid4().hex[:12]}" for _ in range(100)]
+    answers: list[tuple[str, bool]] = []
+    lock = threading.Lock()
+
+    def flood(names: list[tuple[str, dict]]) -> None:
+        client = server.client(timeout=30)
+        try:
+            for ns, obj in names:
+                answer = _validate(client, obj, ns)
+                with lock:
+                    answers.append((ns, answer["allowed"]))
+        finally:
+            client.close()
+
+    try:
+        client = server.client()
+        eventually(lambda: _ready(client), timeout=60, what="readiness after the first list")
+        work = [(ns, objects.plain_pod()) for ns in plain] + [(ns, objects.training_vcjob()) for ns in gpu]
+        work = work[::2] + work[1::2]  # plain and GPU mixed in every client's share
+        threads = [threading.Thread(target=flood, args=(work[i::8],), daemon=True) for i in range(8)]
+        started = time.monotonic()
+        for t in threads:
+            t.start()
+        eventually(lambda: len(answers) >= 50, timeout=120, what="the flood under way")
+        job = objects.training_vcjob()
+        mutated = stored(client, job, "research")
+        real_started = time.monotonic()
+        assert _validate(client, mutated, "research")["allowed"] is True
+        real = time.monotonic() - real_started
+        for t in threads:
+            t.join(120)
+        elapsed = time.monotonic() - started
+        client.close()
+    finally:
+        assert server.stop() == 0
+        fake.stop()
+    assert len(answers) == 200
+    assert all(allowed for ns, allowed in answers if ns in set(plain)), "plain pods are allowed, anywhere"
+    assert not any(allowed for ns, allowed in answers if ns in set(gpu)), "GPU objects in unknown namespaces are denied"
+    looked_up = fake.gets()
+    print(f"\n200 forged reviews in {elapsed:.1f} s: {len(looked_up)} GETs; a real review {real * 1000:.0f} ms")
+    assert not set(looked_up) & set(plain), "a plain pod needs no namespace lookup"
+    assert len(looked_up) <= 10 + 10 * elapsed, f"{len(looked_up)} GETs in {elapsed:.1f} s"

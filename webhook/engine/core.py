@@ -147,6 +147,8 @@ def evaluate(
             violations=violations,
             explanation=tuple(f"malformed: {m}" for _, m in malformed) if explain else (),
             mutated=obj,
+            # judged by its namespace's labels (the rule's per-namespace action): look it up if it can be
+            namespace_unknown=bool(cluster.unknown_namespaces) and ns in cluster.unknown_namespaces,
         )
 
     past_deadline(deadline, "shape check")

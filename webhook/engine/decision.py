@@ -92,6 +92,10 @@ class Decision:
     mutated: dict[str, Any] | None = None
     relevant: bool = True
     """False when the object carries neither intent nor GPU resources: it was left untouched."""
+    namespace_unknown: bool = False
+    """The object is the webhook's business and its namespace was in ``Cluster.unknown_namespaces``:
+    decided without the namespace's labels. An edge that marked the namespace unknown only because
+    its cache lacked it can now look it up and evaluate again; other objects never need the lookup."""
     waste: WasteReport | None = None
     placements: tuple[Placement, ...] = ()
 

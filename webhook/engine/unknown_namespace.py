@@ -1,5 +1,9 @@
 """A GPU object in a namespace whose labels cannot be known: denied, never judged by the catch-all.
 
+The decision says so (``Decision.namespace_unknown``): the server first marks a namespace its cache
+lacks as unknown, without any I/O, and looks it up only when the engine answers here, so that only
+objects that are the webhook's business cost an apiserver GET.
+
 Entitlements select namespaces by label and the last one usually has an empty selector (everyone
 else). Judging a namespace the webhook could not find as if it had no labels would hand it that
 catch-all entitlement, and with a policy that restricts labelled namespaces (the shipped default:
@@ -76,4 +80,5 @@ def decide(
         explanation=explanation,
         mutated=obj,
         relevant=True,
+        namespace_unknown=True,
     )

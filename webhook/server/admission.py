@@ -13,10 +13,13 @@ admits unchanged (the object then meets ``/validate``), ``deny`` rejects. Both n
 the uid to find in the log.
 
 A review's namespace labels come from the namespace source. In cluster mode a namespace the watch
-cache does not know is looked up with one GET; if it stays unknown the engine is told so
-(``Cluster.unknown_namespaces``): ``/mutate`` leaves the object unmutated and ``/validate`` denies
+cache does not know is first judged unknown (``Cluster.unknown_namespaces``), without I/O: most
+objects are none of the webhook's business and are answered at once. Only when the engine says
+the object needs the namespace (``Decision.namespace_unknown``) is it looked up with one GET and
+judged again; if it stays unknown, ``/mutate`` leaves the object unmutated and ``/validate`` denies
 it (``class-not-allowed``, "namespace unknown, retry") instead of judging it by the catch-all
-entitlement an unlabelled namespace would get.
+entitlement an unlabelled namespace would get. So forged reviews of plain pods in random
+namespaces cost no GET, and those of GPU pods only what the source's caps allow.
 
 Dry-run reviews (``kubectl apply --dry-run=server``) get the same decision; the webhook has no side
 effects to skip beyond metrics, where they are counted with ``dry_run="true"`` in
@@ -107,31 +110,57 @@ class Admitter:
                 obj, old_object = found
         try:
             cluster = self.cluster()
-            try:
-                labels = self.namespaces.lookup(review.namespace) if review.namespace else None
-            except NamespaceUnknown:  # logged and counted by the source; the engine denies (never the catch-all)
-                labels = None
-                cluster = replace(cluster, unknown_namespaces=cluster.unknown_namespaces | {review.namespace})
-            decision = self.evaluate(
-                policy,
-                obj,
-                operation=review.operation,
-                namespace=review.namespace,
-                namespace_labels=labels,
-                old_object=old_object,
-                validate=endpoint == "validate",
-                as_received=endpoint == "validate",  # the object the apiserver will store
-                details=False,  # waste/placements are for check and policy test, not for the response
-                deadline=None if self.engine_deadline is None else time.monotonic() + self.engine_deadline,
-                cluster=cluster,
-                requester=review.requester,
+            # one deadline for the review, even when it is judged twice (after a namespace lookup)
+            deadline = None if self.engine_deadline is None else time.monotonic() + self.engine_deadline
+            labels = self.namespaces.labels(review.namespace) if review.namespace else None
+            missing = labels is None and bool(review.namespace) and self.namespaces.speaks_for_cluster
+            judged = (obj, old_object)
+            decision = self._evaluate(
+                policy, review, judged, endpoint, labels,
+                _unknown(cluster, review.namespace) if missing else cluster, deadline,
             )
+            if missing and decision.namespace_unknown:
+                # the object needs the namespace's labels and the cache lacks them: one GET (capped,
+                # a recent 404 remembered); objects that are none of the webhook's business never get here
+                try:
+                    labels = self.namespaces.lookup(review.namespace)
+                except NamespaceUnknown:  # logged and counted by the source; the engine denies (never the catch-all)
+                    pass
+                else:
+                    decision = self._evaluate(policy, review, judged, endpoint, labels, cluster, deadline)
             doc, outcome, extra = self._respond(endpoint, review, decision)
         except Exception as exc:
             doc, outcome, extra = self._engine_failed(endpoint, review, policy.settings.failure, exc)
         extra["policy"] = policy.digest
         self._account(endpoint, review, started, outcome, obj, extra)
         return doc
+
+    def _evaluate(
+        self,
+        policy: Any,
+        review: Review,
+        judged: tuple[Any, Any],
+        endpoint: str,
+        labels: dict[str, str] | None,
+        cluster: Cluster,
+        deadline: float | None,
+    ) -> Decision:
+        """``judged``: the object and old object to judge (a scale's are those of the object it scales)."""
+        obj, old_object = judged
+        return self.evaluate(
+            policy,
+            obj,
+            operation=review.operation,
+            namespace=review.namespace,
+            namespace_labels=labels,
+            old_object=old_object,
+            validate=endpoint == "validate",
+            as_received=endpoint == "validate",  # the object the apiserver will store
+            details=False,  # waste/placements are for check and policy test, not for the response
+            deadline=deadline,
+            cluster=cluster,
+            requester=review.requester,
+        )
 
     def _respond(self, endpoint: str, review: Review, decision: Decision) -> tuple[dict[str, Any], str, dict[str, Any]]:
         if endpoint == "mutate":
@@ -232,6 +261,10 @@ def _unjudged_scale(review: Review, reason: str) -> str:
         f"[{ENGINE_ERROR_RULE}] gpu-admission could not read {what} {review.namespace}/{review.name}, whose "
         f"size this scale changes ({reason}), and a scale it did not judge is never admitted; retry"
     )
+
+
+def _unknown(cluster: Cluster, namespace: str) -> Cluster:
+    return replace(cluster, unknown_namespaces=cluster.unknown_namespaces | {namespace})
 
 
 def _about(decision: Decision, allowed: bool) -> dict[str, Any]:

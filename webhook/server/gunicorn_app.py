@@ -40,7 +40,13 @@ from webhook.server.app import create_app
 from webhook.server.logs import logconfig_dict, server_log
 from webhook.server.runtime import Runtime
 from webhook.server.settings import ServeSettings, split_hostport
-from webhook.server.worker import AdmissionWorker
+from webhook.server.worker import (
+    LIMIT_REQUEST_FIELD_SIZE,
+    LIMIT_REQUEST_FIELDS,
+    LIMIT_REQUEST_LINE,
+    WORKER_CONNECTIONS,
+    AdmissionWorker,
+)
 
 
 def gunicorn_options(settings: ServeSettings) -> dict[str, Any]:
@@ -65,6 +71,11 @@ def gunicorn_options(settings: ServeSettings) -> dict[str, Any]:
         # apiserver opening its pool) can all land on one worker, pinned there by keep-alive.
         "reuse_port": True,
         "max_requests": 0,  # recycling leaks prometheus multiprocess files (client_python#275)
+        # what an apiserver sends, with room (gunicorn's defaults let a head be ~800 KiB)
+        "limit_request_line": LIMIT_REQUEST_LINE,
+        "limit_request_fields": LIMIT_REQUEST_FIELDS,
+        "limit_request_field_size": LIMIT_REQUEST_FIELD_SIZE,
+        "worker_connections": WORKER_CONNECTIONS,
     }
     if settings.client_ca:
         options["ca_certs"] = settings.client_ca

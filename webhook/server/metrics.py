@@ -124,8 +124,8 @@ NAMESPACE_MISSES = Counter(
 )
 NAMESPACE_LOOKUPS = Counter(
     "gpu_admission_namespace_lookups_total",
-    "GETs of namespaces the cache did not know, by result (found|not-found|error); not-found and error "
-    "deny the namespace's GPU objects (class-not-allowed, retry).",
+    "Lookups of namespaces the cache did not know, by result (found|not-found|error|skipped: no GET, "
+    "a recent 404 or the lookup caps); all but found deny the namespace's GPU objects (class-not-allowed, retry).",
     ["result"],
 )
 
@@ -152,7 +152,7 @@ def publish_static() -> None:
             ENGINE_ERRORS.labels(endpoint, failure)
     for result in ("success", "failure"):
         POLICY_RELOADS.labels(result)
-    for result in ("found", "not-found", "error"):
+    for result in ("found", "not-found", "error", "skipped"):
         NAMESPACE_LOOKUPS.labels(result)
 
 

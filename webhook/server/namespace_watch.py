@@ -31,6 +31,10 @@ import orjson
 from webhook.server import metrics
 from webhook.server.logs import server_log
 
+NOT_FOUND = "not found (404)"
+NOT_FOUND_ENTRIES = 4096
+"""Most 404s remembered per worker (a flood of forged names must not grow it without bound)."""
+
 
 class _Gone(Exception):
     """The watch's resourceVersion is too old: re-list."""
@@ -57,8 +61,21 @@ def api_from_config(kubeconfig: str | None = None) -> Any:
     return client.CoreV1Api(api_client_from_config(kubeconfig))
 
 
+class _Flight:
+    """One GET of a namespace in progress; reviews of the same namespace meanwhile share its answer."""
+
+    __slots__ = ("done", "labels", "reason")
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.labels: dict[str, str] | None = None
+        self.reason = "the lookup did not finish in time"
+
+
 class NamespaceWatchCache:
     """Namespace name -> labels, kept current by list + watch; ``ready`` after the first list."""
+
+    speaks_for_cluster = True
 
     def __init__(
         self,
@@ -66,18 +83,30 @@ class NamespaceWatchCache:
         *,
         watch_timeout: int = 300,
         request_timeout: float = 10.0,
-        miss_wait: float = 0.2,
         lookup_timeout: float = 0.5,
+        max_lookups: int = 2,
+        lookup_rate: float = 10.0,
+        lookup_burst: int = 10,
+        negative_ttl: float = 5.0,
         backoff_initial: float = 0.5,
         backoff_max: float = 30.0,
     ):
         self._api_factory = api_factory
         self.watch_timeout = watch_timeout
         self.request_timeout = request_timeout
-        self.miss_wait = miss_wait
-        # seconds one GET of a namespace the cache does not know may take (total): with miss_wait and
-        # the engine's deadline it stays below the mutating webhook's timeoutSeconds
+        # seconds one GET of a namespace the cache does not know may take (total): with the engine's
+        # deadline it stays below the mutating webhook's timeoutSeconds
         self.lookup_timeout = lookup_timeout
+        # what forged reviews for random namespaces may cost the apiserver, per worker: GETs at once,
+        # GETs per second (a bucket of lookup_burst), and how long a 404 is believed
+        self.max_lookups = max_lookups
+        self.lookup_rate = lookup_rate
+        self.lookup_burst = lookup_burst
+        self.negative_ttl = negative_ttl
+        self._tokens = float(lookup_burst)
+        self._refilled = time.monotonic()
+        self._flights: dict[str, _Flight] = {}
+        self._not_found: dict[str, float] = {}  # namespace -> until when a 404 is believed (monotonic)
         self._lookup_api: Any = None
         self._lookup_lock = threading.Lock()
         self.backoff_initial = backoff_initial
@@ -96,18 +125,8 @@ class NamespaceWatchCache:
     # --- readers (request threads) ---------------------------------------------------------------
 
     def labels(self, namespace: str) -> dict[str, str] | None:
-        found = self._labels.get(namespace)
-        if found is not None or not self._synced.is_set():
-            if found is None:
-                metrics.NAMESPACE_MISSES.inc()
-            return found
-        # a namespace created a moment ago may still be on its way through the watch
-        with self._changed:
-            self._changed.wait_for(lambda: namespace in self._labels, timeout=self.miss_wait)
-        found = self._labels.get(namespace)
-        if found is None:
-            metrics.NAMESPACE_MISSES.inc()
-        return found
+        """What the watch has delivered: one dict lookup, no lock, no I/O, no waiting."""
+        return self._labels.get(namespace)
 
     def lookup(self, namespace: str) -> dict[str, str]:
         """Labels for a review: the cache, else one GET of the namespace; raises NamespaceUnknown.
@@ -116,24 +135,79 @@ class NamespaceWatchCache:
         down) is read from the apiserver directly, within ``lookup_timeout``. The answer is not put
         into the cache: the watch owns it (a GET racing a DELETED event must not bring a namespace
         back), and the window it covers is short. 404, an API error or a timeout leave the namespace
-        unknown, and the review is denied rather than judged by the catch-all entitlement."""
-        found = self.labels(namespace)
+        unknown, and the review is denied rather than judged by the catch-all entitlement.
+
+        What this may cost is bounded, since anyone who can reach the webhook can send reviews for
+        namespaces that do not exist: a 404 is believed for ``negative_ttl`` seconds; reviews of a
+        namespace being looked up share that GET; at most ``max_lookups`` GETs run at once and
+        ``lookup_rate`` per second start (``lookup_burst`` at once). A lookup past those limits is
+        not made: the namespace stays unknown (retry). Nothing here sleeps."""
+        found = self._labels.get(namespace)
         if found is not None:
             return found
         from webhook.server.namespaces import NamespaceUnknown
 
+        metrics.NAMESPACE_MISSES.inc()
+        now = time.monotonic()
+        with self._lookup_lock:
+            flight = self._flights.get(namespace)
+            leader = flight is None
+            if leader:
+                skipped = self._skip(namespace, now)
+                if skipped is not None:
+                    metrics.NAMESPACE_LOOKUPS.labels("skipped").inc()
+                    raise NamespaceUnknown(namespace, skipped)
+                flight = self._flights[namespace] = _Flight()
+        assert flight is not None
+        if not leader:  # the GET in progress answers this review too, within its own timeout
+            flight.done.wait(self.lookup_timeout + 0.1)
+            if flight.labels is not None:
+                return flight.labels
+            raise NamespaceUnknown(namespace, flight.reason)
         try:
-            labels = self._get(namespace)
+            labels = flight.labels = self._get(namespace)  # before ``done`` is set: followers read it
         except Exception as exc:
-            reason = _lookup_error(exc)
-            metrics.NAMESPACE_LOOKUPS.labels("not-found" if reason == "not found (404)" else "error").inc()
+            reason = flight.reason = _lookup_error(exc)
+            not_found = reason == NOT_FOUND
+            if not_found:
+                with self._lookup_lock:
+                    self._remember_not_found(namespace, time.monotonic())
+            metrics.NAMESPACE_LOOKUPS.labels("not-found" if not_found else "error").inc()
             server_log.warning(
                 "namespace unknown: not in the cache and the lookup failed; its GPU objects are denied",
                 extra={"fields": {"namespace": namespace, "error": reason}},
             )
             raise NamespaceUnknown(namespace, reason) from None
+        finally:
+            with self._lookup_lock:
+                self._flights.pop(namespace, None)
+            flight.done.set()
         metrics.NAMESPACE_LOOKUPS.labels("found").inc()
         return labels
+
+    def _skip(self, namespace: str, now: float) -> str | None:
+        """Why no GET is made for ``namespace`` now (None: make it and take a token). Under the lock."""
+        until = self._not_found.get(namespace)
+        if until is not None:
+            if until > now:
+                return f"{NOT_FOUND}, looked up less than {self.negative_ttl:g} s ago"
+            del self._not_found[namespace]
+        if len(self._flights) >= self.max_lookups:
+            return f"not looked up: {self.max_lookups} lookups of other namespaces in progress"
+        self._tokens = min(float(self.lookup_burst), self._tokens + (now - self._refilled) * self.lookup_rate)
+        self._refilled = now
+        if self._tokens < 1.0:
+            return f"not looked up: more than {self.lookup_rate:g} lookups per second"
+        self._tokens -= 1.0
+        return None
+
+    def _remember_not_found(self, namespace: str, now: float) -> None:
+        """Under the lock. Bounded: forged names are many, so expired entries go first, then all."""
+        if len(self._not_found) >= NOT_FOUND_ENTRIES:
+            self._not_found = {ns: until for ns, until in self._not_found.items() if until > now}
+            if len(self._not_found) >= NOT_FOUND_ENTRIES:
+                self._not_found.clear()
+        self._not_found[namespace] = now + self.negative_ttl
 
     def _get(self, namespace: str) -> dict[str, str]:
         with self._lookup_lock:  # one client per process for lookups; the watch thread keeps its own
@@ -311,7 +385,7 @@ def _lookup_error(exc: Exception) -> str:
     """What went wrong with a namespace GET, short and without the response body."""
     status = getattr(exc, "status", None)
     if status == 404:
-        return "not found (404)"
+        return NOT_FOUND
     if isinstance(status, int) and status:
         return f"the apiserver answered {status} {getattr(exc, 'reason', '') or ''}".strip()
     return f"{type(exc).__name__}: {exc}"[:200]

@@ -13,7 +13,9 @@ API, so labels come from one of these sources, chosen once at start:
   list/watch cache. Imported lazily: the kubernetes client costs ~0.5 s of import and memory that
   the offline modes do not need. It speaks for the cluster: a namespace it does not know is looked
   up with one GET, and one that stays unknown raises :class:`NamespaceUnknown` from ``lookup``, so
-  that it is denied instead of being judged by the catch-all entitlement.
+  that it is denied instead of being judged by the catch-all entitlement. The GET is made only for
+  objects the engine says need the namespace (``Decision.namespace_unknown``), a 404 is remembered
+  briefly, and lookups are capped in number and in rate, never waited for by sleeping.
 """
 
 from __future__ import annotations
@@ -37,7 +39,13 @@ class NamespaceUnknown(Exception):
 
 
 class NamespaceSource(Protocol):
-    def labels(self, namespace: str) -> dict[str, str] | None: ...
+    speaks_for_cluster: bool
+    """True when a namespace ``labels`` does not know may exist with other labels (the watch cache):
+    it is then judged unknown until ``lookup`` finds it. False: ``None`` means no facts (offline)."""
+
+    def labels(self, namespace: str) -> dict[str, str] | None:
+        """What the source holds now, without I/O and without waiting."""
+        ...
 
     def lookup(self, namespace: str) -> dict[str, str] | None:
         """Labels for a review: like ``labels``, but a source that speaks for the cluster looks a
@@ -59,6 +67,7 @@ class OfflineNamespaces:
     """No labels known: the engine falls back to the namespace name label."""
 
     ready = True
+    speaks_for_cluster = False
 
     def labels(self, namespace: str) -> dict[str, str] | None:
         return None

@@ -10,8 +10,9 @@ ticker too.
 
 A half-rotated pair (new cert, old key) fails to load: the old context keeps serving and the next
 check tries again, so a rotation never fails a handshake. TLS 1.2 is the floor, offering only ECDHE
-with AEAD ciphers; with ``--client-ca`` the default factory sets ``CERT_REQUIRED`` from gunicorn's
-``cert_reqs``, and the worker then accepts only the ``--client-names`` (:func:`client_allowed`).
+with AEAD ciphers and no renegotiation; with ``--client-ca`` the default factory sets
+``CERT_REQUIRED`` from gunicorn's ``cert_reqs``, and the worker then accepts only the
+``--client-names`` (:func:`client_allowed`).
 """
 
 from __future__ import annotations
@@ -88,6 +89,10 @@ class CertReloader:
             ctx = self._factory()  # type: ignore[misc]
             ctx.minimum_version = ssl.TLSVersion.TLSv1_2
             ctx.set_ciphers(TLS12_CIPHERS)
+            # no TLS 1.2 renegotiation, from either side: a client could otherwise make the event
+            # loop run a new handshake on a connection at will (OpenSSL 3 refuses client-initiated
+            # renegotiation by default; older builds and other settings do not)
+            ctx.options |= ssl.OP_NO_RENEGOTIATION
         except (ssl.SSLError, OSError, ValueError) as exc:
             self._fail(f"cannot load certificate/key: {exc}")
             return

@@ -10,7 +10,7 @@ Here the event loop (the worker's main thread, which already multiplexes idle ke
 connections) does that part instead, without blocking:
 
 * the TLS handshake, non-blocking, on the loop;
-* the request line and headers, up to gunicorn's own header limits;
+* the request line and headers, up to ``HEAD_LIMIT`` (gunicorn's own header limits lie within it);
 * the body, up to ``Content-Length`` (the apiserver always sends one; ``Transfer-Encoding`` is
   answered ``411`` — an admission review has no reason to stream).
 
@@ -20,9 +20,27 @@ the first byte of a request, or the accept for a new connection); past it, it is
 it got past the handshake, and closed. Slow clients cost one socket and a buffer each, not a thread,
 so no number of them delays a review that arrives whole (bounded by ``worker_connections``).
 
-Request bytes held in that phase are bounded per worker (``read_budget``, counted by declared
-``Content-Length``): past it, a request is answered ``503`` at once instead of buffered, so many
-connections each announcing a 3 MiB body cannot run a worker out of memory.
+What a connection holds in that phase is bounded, and no one client can take all of it:
+
+* bytes are charged to the worker's read budget (``read_budget``) as they arrive, head and body,
+  never by the ``Content-Length`` a client announces: a connection that announces 3 MiB and sends
+  nothing holds its head. A request larger than ``SMALL_REQUEST`` (a real review is a few KiB) may
+  use only what ``SMALL_SHARE`` leaves to large requests and, with the other large requests of the
+  same client address, up to ``PEER_BUDGET``: past either it is answered ``503``, so many half-sent
+  3 MiB bodies can neither run the worker out of memory nor starve the small reviews;
+* a head (request line and headers) may be ``HEAD_LIMIT`` bytes, what an apiserver sends with room
+  to spare; past it: ``431`` at once;
+* a body no review needs is refused before it is read: over ``MAX_BODY_BYTES`` on the admission
+  paths, over ``SMALL_REQUEST`` anywhere else: ``413`` at once;
+* one client address may have ``PEER_CONNECTIONS`` connections in this phase (handshaking or
+  sending a request) per worker; a further connection from it is closed as soon as it is accepted;
+* with ``--client-ca``, a client certificate whose names are not accepted is known when the
+  handshake ends: that connection's head is read (never budgeted) and answered ``403``; its body
+  is never buffered.
+
+An error answered before the request is in is sent at once, and the connection is then read and
+dropped until the client closes it (up to ``DRAIN_LIMIT`` bytes, for at most ``LINGER`` seconds),
+so that a client still sending reads the answer instead of a reset.
 
 Errors gunicorn's own HTTP parser raises before the app runs (a bad ``Content-Length``, obs-fold,
 ``431``) are written by ``gunicorn.util.write_error`` as an HTML page; this module replaces it with a
@@ -51,9 +69,34 @@ from webhook.server.tls import client_allowed, peer_names
 REQUEST_TIMEOUT = 5.0
 """Seconds a client has to send one whole request (handshake included, for a new connection)."""
 READ_BUDGET = 16 * MAX_BODY_BYTES
-"""Request bytes (by declared Content-Length) one worker buffers for unfinished requests."""
+"""Request bytes (heads and bodies, as received) one worker holds for unfinished requests."""
+SMALL_REQUEST = 64 * 1024
+"""A request (head and body) up to this size is refused for lack of room only when the whole read
+budget is taken; real reviews are a few KiB."""
+SMALL_SHARE = 4
+"""One part in ``SMALL_SHARE`` of the read budget (12 MiB of 48) is for small requests only."""
+PEER_BUDGET = 4 * MAX_BODY_BYTES
+"""Bytes one client address may hold per worker in requests larger than ``SMALL_REQUEST``."""
+PEER_CONNECTIONS = 128
+"""Connections one client address may have per worker in the read phase (handshake, unfinished
+request): a quarter of ``WORKER_CONNECTIONS``, so that one pod cannot take them all. The apiserver's
+requests arrive whole and it reuses kept-alive connections, so its own are in this phase briefly;
+room is left for a burst of new ones (its pool opening)."""
+WORKER_CONNECTIONS = 512
+"""Connections per worker in all (gunicorn's ``worker_connections``): read phase, in a thread, kept alive."""
+HEAD_LIMIT = 8 * 1024
+"""Request line and headers, in bytes. The apiserver sends well under 1 KiB (a bearer token for
+webhook authentication included)."""
+LIMIT_REQUEST_LINE = 2048
+LIMIT_REQUEST_FIELDS = 32
+LIMIT_REQUEST_FIELD_SIZE = 4096
+"""gunicorn's own head limits, within ``HEAD_LIMIT``: its parser answers ``414``/``431`` past them."""
 DRAIN_LIMIT = 4 * MAX_BODY_BYTES
-"""An oversized body up to this size is read and dropped before the 413, so the client reads it."""
+"""Bytes read and dropped after an early answer (so that the client reads it) before the connection
+is closed anyway."""
+LINGER = 2.0
+"""Seconds a connection answered early is still read (and dropped) so that its client reads the answer."""
+ADMISSION_PATHS = (b"/mutate", b"/validate")
 _RECV = 256 * 1024
 _REASONS = {
     400: "Bad Request",
@@ -83,31 +126,49 @@ def _write_error(client: Any, status_int: int, reason: str, mesg: str) -> None:
 util.write_error = _write_error  # gunicorn's workers call it through the module: one assignment, at import
 
 
+class _Peer:
+    """What one client address holds in a worker's read phase."""
+
+    __slots__ = ("conns", "large")
+
+    def __init__(self) -> None:
+        self.conns = 0
+        self.large = 0  # bytes held in its requests larger than SMALL_REQUEST
+
+
 class _Reading:
     """One connection in the read phase: what has arrived and what is still expected."""
 
     __slots__ = (
+        "answered",
         "budgeted",
         "buf",
         "conn",
         "deadline",
-        "discard",
+        "done",
+        "dropped",
         "handshaking",
         "header_end",
+        "large",
         "need",
+        "peer",
         "refused",
         "writing",
     )
 
-    def __init__(self, conn: TConn, deadline: float, handshaking: bool, buf: bytes = b""):
+    def __init__(self, conn: TConn, deadline: float, handshaking: bool, peer: str):
         self.conn = conn
         self.deadline = deadline
         self.handshaking = handshaking
-        self.buf = bytearray(buf)
+        self.peer = peer
+        self.buf = bytearray()
         self.header_end = -1  # index after the blank line, once seen
         self.need = -1  # total bytes of the request, once the headers are in
-        self.discard = 0  # body bytes still to read and drop (an oversized body, answered 413)
+        self.answered = False  # answered early: what still arrives is dropped (see the module docstring)
+        self.dropped = 0
+        self.done = False  # left the read phase (handed to a thread, or closed)
         self.budgeted = 0
+        self.large = False  # counted in the peer's large bytes
         self.writing = False
         self.refused = False
 
@@ -120,28 +181,42 @@ class AdmissionWorker(ThreadWorker):
         settings = getattr(self.app, "settings", None)
         self.request_timeout = float(getattr(settings, "request_timeout", REQUEST_TIMEOUT))
         self.read_budget = int(getattr(settings, "read_budget", READ_BUDGET))
+        self.large_budget = self.read_budget - self.read_budget // SMALL_SHARE
         self.client_names: tuple[str, ...] | None = (
             tuple(getattr(settings, "client_names", ())) if getattr(settings, "client_ca", None) else None
         )
         self.reading: deque[_Reading] = deque()  # ordered by deadline: every entry gets now + timeout
+        self.lingering: deque[_Reading] = deque()  # answered early, ordered likewise (now + LINGER)
         self.buffered = 0
-        limits = self.cfg
-        # the most a request head can be within gunicorn's own limits (line + fields)
-        self.max_head = (
-            (limits.limit_request_line or 8190)
-            + 4
-            + (limits.limit_request_fields or 32768) * ((limits.limit_request_field_size or 8190) + 2)
-        )
+        self.peers: dict[str, _Peer] = {}
+        self._said_full = 0.0  # when a refused connection was last logged (at most once a second)
 
     # --- entering the read phase ----------------------------------------------------------------
 
-    def accept(self, listener: Any) -> None:
+    def accept(self, listener: Any) -> bool:
+        """Take one connection from the listener's queue (False: it was empty)."""
         try:
             client, addr = listener.accept()
         except OSError as e:
             if e.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
                 raise
-            return
+            return False
+        peer = _address(addr)
+        held = self.peers.get(peer)
+        if held is not None and held.conns >= PEER_CONNECTIONS:
+            # closed before the handshake: a client holding this many unfinished connections gets
+            # no more from this worker until some finish (the kernel spreads its others elsewhere)
+            with contextlib.suppress(OSError):
+                client.close()
+            now = time.monotonic()
+            if now - self._said_full >= 1.0:
+                self._said_full = now
+                self.log.warning(
+                    "connection from ip=%s closed at accept: it has %d unfinished connections on this worker",
+                    peer,
+                    held.conns,
+                )
+            return True
         self.nr_conns += 1
         conn = TConn(self.cfg, client, addr, listener.getsockname())  # non-blocking
         handshaking = False
@@ -156,9 +231,10 @@ class AdmissionWorker(ThreadWorker):
             except (ssl.SSLError, OSError) as exc:
                 self.log.warning("TLS context unavailable, closing connection: %s", exc)
                 self._close(conn)
-                return
+                return True
             handshaking = True
         self._start(conn, handshaking, b"")
+        return True
 
     def set_accept_enabled(self, enabled: bool) -> None:
         """At a graceful stop, first accept what the kernel already queued on this worker's socket.
@@ -170,11 +246,8 @@ class AdmissionWorker(ThreadWorker):
         the grace period like the other requests in flight."""
         if not enabled and self._accepting and not self.alive:
             for listener in self.sockets:
-                while self.nr_conns < self.worker_connections:
-                    before = self.nr_conns
-                    self.accept(listener)
-                    if self.nr_conns <= before:  # the backlog is empty (or the connection was refused)
-                        break
+                while self.nr_conns < self.worker_connections and self.accept(listener):
+                    pass  # until the backlog is empty
         super().set_accept_enabled(enabled)
 
     def on_client_socket_readable(self, conn: TConn, client: Any) -> None:
@@ -208,12 +281,17 @@ class AdmissionWorker(ThreadWorker):
             conn.sock = real
 
     def _start(self, conn: TConn, handshaking: bool, buf: bytes) -> None:
-        state = _Reading(conn, time.monotonic() + self.request_timeout, handshaking, buf)
+        peer = _address(conn.client)
+        state = _Reading(conn, time.monotonic() + self.request_timeout, handshaking, peer)
+        held = self.peers.get(peer)
+        if held is None:
+            held = self.peers[peer] = _Peer()
+        held.conns += 1
         self.reading.append(state)
-        if buf and self._progress(state):
-            return
         self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._on_readable, state))
-        if not handshaking:  # a kept-alive connection is readable now: read at once, not on the next turn
+        if buf:
+            self._receive(state, buf)
+        if not handshaking and not state.done:  # readable now: read at once, not on the next turn
             self._on_readable(state, conn.sock)
 
     # --- the read phase -------------------------------------------------------------------------
@@ -235,8 +313,8 @@ class AdmissionWorker(ThreadWorker):
                         _ip(conn),
                         ", ".join(peer_names(conn.sock.getpeercert())) or "(none)",
                     )
-                    state.refused = True  # answered once its request is in, so the client reads why
-            while True:
+                    state.refused = True  # its request is read and dropped, then answered 403
+            while not state.done:
                 try:
                     data = conn.sock.recv(_RECV)
                 except (ssl.SSLWantReadError, BlockingIOError):
@@ -245,17 +323,11 @@ class AdmissionWorker(ThreadWorker):
                     return self._want(state, True)
                 if not data:  # the client went away (or closed an idle keep-alive connection)
                     return self._drop(state)
-                if state.discard:
-                    state.discard -= min(state.discard, len(data))
-                    if not state.discard:
-                        return self._answer(state, 413, _too_large())
-                    continue
-                state.buf += data
-                if self._progress(state):
-                    return
+                self._receive(state, data)
         except (ssl.SSLError, OSError) as exc:  # handshake refused, reset: nothing to answer
             self.log.debug("closing connection in the read phase: %s", exc)
-            self._drop(state)
+            if not state.done:
+                self._drop(state)
 
     def _want(self, state: _Reading, write: bool) -> None:
         if write != state.writing:
@@ -263,74 +335,115 @@ class AdmissionWorker(ThreadWorker):
             self.poller.modify(state.conn.sock, events, partial(self._on_readable, state))
             state.writing = write
 
-    def _progress(self, state: _Reading) -> bool:
-        """Look at what has arrived; hand the request on or answer it when it is decided. True when
-        the connection has left the read phase."""
-        buf = state.buf
-        if state.header_end < 0:
-            end = buf.find(b"\r\n\r\n")
-            if end < 0:
-                if len(buf) > self.max_head:
-                    self._answer(state, 431, "request line and headers exceed the server's limits")
-                    return True
-                return False
-            state.header_end = end + 4
-            verdict = self._framing(state)
-            if verdict is not None:
-                return verdict
-            if state.discard:  # dropping an oversized body: nothing to hand on
-                return False
-            buf = state.buf
-        if len(buf) >= state.need:
-            if state.refused:
-                self._answer(state, 403, "client certificate not accepted by this webhook")
-            else:
-                self._hand_off(state)
-            return True
-        return False
+    def _receive(self, state: _Reading, data: bytes) -> None:
+        """Bytes arrived on a connection in the read phase: drop them, or hold them under the budget."""
+        if state.answered:  # answered early: drop what the client still sends, up to a point
+            state.dropped += len(data)
+            if state.dropped > DRAIN_LIMIT:
+                self._drop(state)
+            return
+        if not state.refused:  # a refused client's head (HEAD_LIMIT at most) is read, never budgeted
+            why = self._charge(state, len(data))
+            if why is not None:
+                return self._answer(state, 503, why)  # what it held is given back; the rest is dropped
+        state.buf += data
+        self._progress(state)
 
-    def _framing(self, state: _Reading) -> bool | None:
-        """Decide from the headers how much body to wait for; None to go on reading."""
+    def _progress(self, state: _Reading) -> None:
+        """Look at what has arrived; hand the request on or answer it when it is decided."""
+        if state.header_end < 0:
+            end = state.buf.find(b"\r\n\r\n")
+            if end < 0 and len(state.buf) <= HEAD_LIMIT:
+                return
+            if end < 0 or end + 4 > HEAD_LIMIT:
+                return self._answer(state, 431, _HEAD_TOO_LONG)
+            state.header_end = end + 4
+            self._framing(state)
+            if state.done or state.answered:
+                return
+        if len(state.buf) >= state.need:
+            self._hand_off(state)
+
+    def _framing(self, state: _Reading) -> None:
+        """Decide from the head how much body to wait for, or answer now."""
+        line, _, fields = bytes(state.buf[: state.header_end - 4]).partition(b"\r\n")
+        method, _, target = line.partition(b" ")
+        admission = method == b"POST" and target.rpartition(b" ")[0].partition(b"?")[0] in ADMISSION_PATHS
         length: bytes | None = None
-        for line in bytes(state.buf[: state.header_end - 4]).split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
+        for field in fields.split(b"\r\n"):
+            name, _, value = field.partition(b":")
             name = name.strip().lower()
             if name == b"transfer-encoding":
-                self._answer(state, 411, "send the body with a Content-Length (no Transfer-Encoding)")
-                return True
+                return self._answer(state, 411, "send the body with a Content-Length (no Transfer-Encoding)")
             if name == b"content-length":
                 if length is not None and length != value.strip():
                     length = b"x"  # conflicting lengths: gunicorn's parser answers 400
                 else:
                     length = value.strip()
         if length is None or not length.isdigit():  # no body, or one gunicorn's parser rejects
+            if state.refused:
+                return self._answer(state, 403, _REFUSED)
             state.need = state.header_end
-            return None
+            return
         size = int(length)
-        if size > DRAIN_LIMIT:  # too much to read only to drop it: answer now
-            self._answer(state, 413, _too_large())
-            return True
-        if size > MAX_BODY_BYTES:  # read and drop it (under the deadline), then answer 413: a client
-            # that is still sending when the connection closes gets a reset and never reads the answer
-            state.discard = size - (len(state.buf) - state.header_end)
-            state.buf = bytearray()
-            if state.discard <= 0:
-                self._answer(state, 413, _too_large())
-                return True
-            return None
-        if self.buffered + size > self.read_budget:
-            self._answer(state, 503, "the server is reading too many request bodies at once; retry")
-            return True
-        state.budgeted = size
-        self.buffered += size
+        if state.refused:
+            return self._answer(state, 403, _REFUSED)
+        if size > (MAX_BODY_BYTES if admission else SMALL_REQUEST):
+            return self._answer(state, 413, _too_large() if admission else _no_body())
         state.need = state.header_end + size
+        why = self._room(state, state.need - state.budgeted)
+        if why is not None:  # cannot fit now: refused before the body is read
+            self._answer(state, 503, why)
+
+    # --- the budget -----------------------------------------------------------------------------
+
+    def _room(self, state: _Reading, more: int) -> str | None:
+        """Why ``more`` bytes of this connection cannot be held now (None: they can)."""
+        held = state.budgeted + more
+        total = self.buffered + more
+        if total > self.read_budget:
+            return "the server holds too many unfinished requests; retry"
+        if held > SMALL_REQUEST:
+            if total > self.large_budget:  # the rest is for small requests
+                return "the server holds too many large unfinished requests; retry"
+            peer = self.peers[state.peer]
+            if peer.large + (more if state.large else held) > PEER_BUDGET:
+                return "this client holds too many large unfinished requests on this server; finish those first"
         return None
 
-    def _leave(self, state: _Reading) -> None:
+    def _charge(self, state: _Reading, more: int) -> str | None:
+        why = self._room(state, more)
+        if why is not None:
+            return why
+        held = state.budgeted + more
+        if held > SMALL_REQUEST:
+            self.peers[state.peer].large += more if state.large else held
+            state.large = True
+        state.budgeted = held
+        self.buffered += more
+        return None
+
+    def _release(self, state: _Reading) -> None:
         self.buffered -= state.budgeted
+        if state.large:
+            self.peers[state.peer].large -= state.budgeted
+            state.large = False
         state.budgeted = 0
+
+    # --- leaving the read phase -----------------------------------------------------------------
+
+    def _leave(self, state: _Reading) -> None:
+        if state.done:
+            return
+        state.done = True
+        self._release(state)
+        peer = self.peers.get(state.peer)
+        if peer is not None:
+            peer.conns -= 1
+            if peer.conns <= 0 and peer.large <= 0:
+                del self.peers[state.peer]
         with contextlib.suppress(ValueError):
-            self.reading.remove(state)
+            (self.lingering if state.answered else self.reading).remove(state)
         with contextlib.suppress(KeyError, ValueError, OSError):
             self.poller.unregister(state.conn.sock)
 
@@ -348,13 +461,22 @@ class AdmissionWorker(ThreadWorker):
         conn.sock.setblocking(True)
         self.enqueue_req(conn)
 
-    def _answer(self, state: _Reading, status: int, message: str) -> None:
-        """Answer from the loop (best effort, never blocking) and close."""
-        self._leave(state)
+    def _answer(self, state: _Reading, status: int, message: str, linger: bool = True) -> None:
+        """Answer from the loop (best effort, never blocking). With ``linger`` the connection then
+        stays until the client closes it (``LINGER`` seconds at most), its bytes dropped, so that a
+        client still sending reads the answer rather than a reset; else it is closed."""
+        self._release(state)
+        state.buf = bytearray()
         with contextlib.suppress(OSError, ValueError):
             state.conn.sock.send(json_error(status, _REASONS[status], message))
         self.log.warning("Invalid request from ip=%s: %s %s", _ip(state.conn), status, message)
-        self._close(state.conn)
+        if linger:
+            self.reading.remove(state)
+            state.answered = True
+            state.deadline = time.monotonic() + LINGER
+            self.lingering.append(state)
+        else:
+            self._drop(state)
 
     def _drop(self, state: _Reading) -> None:
         self._leave(state)
@@ -370,19 +492,32 @@ class AdmissionWorker(ThreadWorker):
         """Runs on every turn of the event loop (at least once a second): cut the clients that did not
         send their request in time, then gunicorn's own pending connections."""
         now = time.monotonic()
+        while self.lingering and self.lingering[0].deadline <= now:
+            self._drop(self.lingering[0])
         while self.reading and self.reading[0].deadline <= now:
             state = self.reading[0]
-            if state.handshaking or not (state.buf or state.discard or state.header_end >= 0):
+            if state.handshaking or not (state.buf or state.header_end >= 0):
                 self._drop(state)  # nothing of a request yet: nothing to answer
             else:
-                self._answer(state, 408, f"request not received within {self.request_timeout:g} seconds")
+                self._answer(state, 408, f"request not received within {self.request_timeout:g} seconds", linger=False)
         super().murder_pending()
+
+
+_REFUSED = "client certificate not accepted by this webhook"
+_HEAD_TOO_LONG = f"request line and headers longer than {HEAD_LIMIT} bytes (an apiserver sends under 1 KiB)"
 
 
 def _too_large() -> str:
     return f"request body larger than {MAX_BODY_BYTES} bytes (the apiserver's own limit)"
 
 
+def _no_body() -> str:
+    return f"request body larger than {SMALL_REQUEST} bytes: only POST /mutate and /validate carry one that large"
+
+
+def _address(addr: Any) -> str:
+    return str(addr[0]) if isinstance(addr, tuple) and addr else "?"
+
+
 def _ip(conn: TConn) -> str:
-    client = conn.client
-    return str(client[0]) if isinstance(client, tuple) and client else "?"
+    return _address(conn.client)
