@@ -266,20 +266,23 @@ def _check_object(
             )
             result.line = _position(doc, (*prefix, *parse_dotted(path))).line
         return result
-    if not decision.allowed:
-        status = Status.DENIED
-    elif any(v.action is Action.WARN for v in decision.violations):
-        status = Status.WARNED
-    else:
-        status = Status.ADMITTED
     result = CheckResult(
-        file, line, status, obj=obj, decision=decision, text=doc.text, item_path=prefix, namespace=ns
+        file, line, verdict(decision), obj=obj, decision=decision, text=doc.text, item_path=prefix, namespace=ns
     )
     if decision.violations:
         located = doc.ensure_nodes()
         for v in decision.violations:
             result.lines[v.path] = located.position((*prefix, *parse_dotted(v.path))).line
     return result
+
+
+def verdict(decision: Decision) -> Status:
+    """Denied, warned or admitted: what ``check`` and ``audit`` report for a judged object."""
+    if not decision.allowed:
+        return Status.DENIED
+    if any(v.action is Action.WARN for v in decision.violations):
+        return Status.WARNED
+    return Status.ADMITTED
 
 
 def _position(doc: yamlpos.Document, path: tuple[str | int, ...]) -> yamlpos.Position:

@@ -1,0 +1,137 @@
+"""``--snapshot FILE|DIR…``: a cluster as ``kubectl get … -A -o yaml`` printed it, read item by item.
+
+kubectl prints one ``kind: List`` document whose ``items`` hold every object: 100,000 pods are one
+YAML document of hundreds of megabytes, which no YAML loader can hold as one tree in a few hundred
+megabytes. So the ``items:`` block sequence is split on its own lines: every item starts with the
+sequence's ``- `` at the indentation of its first item, and is loaded alone (dedented), one in memory
+at a time. Multi-document YAML (``---``) and Lists written by other tools work the same way; a
+document that is not a List is loaded whole, as ``check`` loads it. JSON (``-o json``) is one
+document and is loaded whole: use ``-o yaml`` for large clusters.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from webhook import yamlpos
+from webhook.check.context import mentions_context
+from webhook.check.inputs import ReadError, Source, read_sources
+
+_ITEMS = re.compile(r"^items:[ \t]*(?:#.*)?\r?\n?$")
+
+
+class SnapshotError(Exception):
+    """A snapshot that cannot be read: ``file:line: what``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    file: str
+    line: int
+    text: str
+
+
+def _chunks(lines: Iterable[str], file: str) -> Iterator[Item]:
+    """Documents, and each item of a List's top-level ``items:`` on its own, with their first line."""
+    header: list[str] = []
+    header_line = 1
+    item: list[str] = []
+    item_line = 0
+    marker: str | None = None  # the "- " prefix of the items, once the first is seen
+    in_items = False
+    seen_items = False  # this document is a List whose items are read one by one
+    number = 0
+    items_key = "items:\n"
+
+    def flush_item() -> Iterator[Item]:
+        nonlocal item
+        if item:
+            cut = len(marker or "")
+            yield Item(file, item_line, "".join(line[cut:] if len(line) > cut else line.lstrip(" ") for line in item))
+        item = []
+
+    for number, line in enumerate(lines, start=1):
+        if yamlpos._is_separator(line):
+            yield from flush_item()
+            if header and not seen_items and yamlpos.has_content("".join(header)):
+                yield Item(file, header_line, "".join(header))
+            header, header_line, in_items, seen_items, marker = [], number + 1, False, False, None
+            continue
+        if in_items:
+            stripped = line.strip()
+            if marker is None:
+                if not stripped or stripped.startswith("#"):
+                    continue
+                indent = len(line) - len(line.lstrip(" "))
+                if line[indent:].startswith("- ") or line[indent:].rstrip("\r\n") == "-":
+                    marker = " " * indent + "- "
+                else:  # not a block sequence: the items were on the "items:" line or absent
+                    in_items = seen_items = False
+                    header.extend((items_key, line))
+                    continue
+            if line.startswith(marker) or line.rstrip("\r\n") == marker.rstrip():
+                yield from flush_item()
+                item, item_line = [" " * len(marker) + line[len(marker) :]], number
+                continue
+            if not stripped or line.startswith(" " * len(marker)) or (stripped.startswith("#") and item):
+                item.append(line)
+                continue
+            yield from flush_item()  # back at the List's own keys (kind: List, metadata)
+            in_items = False
+            continue
+        if _ITEMS.match(line):
+            in_items, seen_items, marker, items_key = True, True, None, line
+            continue
+        if not header:
+            header_line = number
+        header.append(line)
+    yield from flush_item()
+    if header and not seen_items and yamlpos.has_content("".join(header)):
+        yield Item(file, header_line, "".join(header))
+
+
+def objects(paths: list[str], *, context_only: bool = False) -> Iterator[tuple[Item, Any]]:
+    """Every object of every snapshot file, one at a time; ``context_only``: only those that may be
+    context objects (Namespaces, Nodes, claim templates, claims, DeviceClasses), by a text test first.
+
+    Raises :class:`SnapshotError` on the first thing that cannot be read: a snapshot is the cluster,
+    and an audit that silently lost part of it would report a clean cluster that is not."""
+    for source in read_sources(paths):
+        yield from _source_objects(source, context_only)
+
+
+def _source_objects(source: Source, context_only: bool) -> Iterator[tuple[Item, Any]]:
+    if source.error:
+        raise SnapshotError(f"{source.name}: {source.error}")
+    if source.empty:
+        raise SnapshotError(f"{source.name}: {source.empty}")
+    try:
+        for item in _chunks(source.lines(), source.name):
+            if context_only and not mentions_context(item.text):
+                continue
+            for doc in yamlpos.iter_chunk_documents([(item.line, item.text)], with_nodes=False):
+                if isinstance(doc, yamlpos.SyntaxProblem):
+                    raise SnapshotError(f"{source.name}:{doc.line}:{doc.column}: YAML syntax error: {doc.problem}")
+                data = doc.data
+                if data is None:
+                    continue
+                kind = str(data.get("kind", "")) if isinstance(data, dict) else ""
+                if kind.endswith("List") and isinstance(data.get("items"), list):
+                    for element in data["items"]:  # a List the line splitter did not split (flow style, JSON)
+                        yield from _checked(item, element, source.name)
+                    continue
+                yield from _checked(item, data, source.name)
+    except ReadError as exc:
+        raise SnapshotError(f"{source.name}:{exc.line}: {exc.message}") from None
+
+
+def _checked(item: Item, data: Any, name: str) -> Iterator[tuple[Item, Any]]:
+    if not isinstance(data, dict) or not data.get("apiVersion") or not data.get("kind"):
+        raise SnapshotError(
+            f"{name}:{item.line}: not a Kubernetes object (it needs apiVersion and kind); a snapshot is "
+            "`kubectl get … -A -o yaml` output"
+        )
+    yield item, data
