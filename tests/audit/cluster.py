@@ -171,8 +171,9 @@ def cluster_objects(policy: Any) -> list[dict[str, Any]]:
     deploy = deployment("web", "team-a", "inference")
     objs.append(stored(deploy))
     objs.append(stored(replicaset("web-5d8f", "team-a", deploy)))
-    objs.append(stored(mutated(policy, pod("web-5d8f-aaaaa", "team-a", cls="inference", owner=("ReplicaSet", "web-5d8f")))))
-    objs.append(stored(pod("web-5d8f-bbbbb", "team-a", cls="inference", owner=("ReplicaSet", "web-5d8f")), node=None))
+    rs = ("ReplicaSet", "web-5d8f")
+    objs.append(stored(mutated(policy, pod("web-5d8f-aaaaa", "team-a", cls="inference", owner=rs))))
+    objs.append(stored(pod("web-5d8f-bbbbb", "team-a", cls="inference", owner=rs), node=None))
     # CPU-only pods, scheduled: never judged
     for i in range(CPU_PODS):
         objs.append(stored(pod(f"cpu-{i:02d}", "team-a"), node="cpu-node-1"))

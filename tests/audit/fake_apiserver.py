@@ -272,7 +272,7 @@ class FakeAPIServer:
         }
 
     def _items(self, served: tuple, namespace: str | None, selector: str) -> list[dict[str, Any]]:
-        group, version, plural, kind, _ = served
+        group, version, plural, _kind, _ = served
         if (group, plural) == ("openreports.io", "reports"):
             items = [o for o in self.reports.values() if o["kind"] == "Report"]
         else:

@@ -121,7 +121,7 @@ class ReportBuilder:
             "message": _cut(message, MAX_MESSAGE),
             "resources": [ref],
             "properties": properties,
-            "timestamp": self.timestamp,
+            "timestamp": dict(self.timestamp),  # a copy each: YAML output would alias one shared map
         }
 
     def documents(self, also: Iterable[str] = ()) -> list[dict[str, Any]]:
