@@ -272,7 +272,7 @@ class FakeAPIServer:
         }
 
     def _items(self, served: tuple, namespace: str | None, selector: str) -> list[dict[str, Any]]:
-        group, version, plural, _kind, _ = served
+        group, _version, plural, _kind, _ = served
         if (group, plural) == ("openreports.io", "reports"):
             items = [o for o in self.reports.values() if o["kind"] == "Report"]
         else:
@@ -282,16 +282,14 @@ class FakeAPIServer:
         for term in filter(None, selector.split(",")):
             key, _, value = term.partition("=")
             items = [o for o in items if (o["metadata"].get("labels") or {}).get(key) == value]
-        out = []
-        for o in items:
-            o = json.loads(json.dumps(o))
-            if group in BUILTIN_API_GROUPS:  # typed lists: items carry no apiVersion/kind
-                o.pop("apiVersion", None)
-                o.pop("kind", None)
-            else:
-                o["apiVersion"] = f"{group}/{version}"
-            out.append(o)
-        return out
+        return items
+
+    @staticmethod
+    def _served_as(obj: dict[str, Any], group: str, version: str) -> dict[str, Any]:
+        """A copy of ``obj`` as a list item: typed lists' items carry no apiVersion/kind."""
+        if group in BUILTIN_API_GROUPS:
+            return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        return {**obj, "apiVersion": f"{group}/{version}"}
 
     def _list(self, served: tuple, namespace: str | None, query: dict[str, str]) -> tuple[int, dict[str, Any]]:
         items = self._items(served, namespace, query.get("labelSelector", ""))
@@ -312,7 +310,7 @@ class FakeAPIServer:
                 return 410, doc
             start = state["start"]
         limit = int(query.get("limit") or 0) or len(items) or 1
-        page = items[start : start + limit]
+        page = [self._served_as(o, served[0], served[1]) for o in items[start : start + limit]]
         meta: dict[str, Any] = {"resourceVersion": str(self.rv)}
         rest = len(items) - (start + len(page))
         if rest > 0:

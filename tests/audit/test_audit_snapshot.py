@@ -70,7 +70,9 @@ def test_mirror_pods_are_not_judged(tmp_path: Path) -> None:
 
 def test_unreadable_snapshots_are_exit_2_with_file_and_line(tmp_path: Path) -> None:
     broken = tmp_path / "broken.yaml"
-    broken.write_text("apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: [x\n")
+    broken.write_text(
+        "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {labels: {gpu-admission.io/workload: [x\n"
+    )
     scalar = tmp_path / "scalar.yaml"
     scalar.write_text("apiVersion: v1\nitems:\n- just a string\nkind: List\n")
     for path, words in (

@@ -8,7 +8,8 @@ come last, so the controllers that own them (a ReplicaSet and its Deployment) ha
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from webhook.audit import snapshot
@@ -27,12 +28,17 @@ CONTEXT_RESOURCES: tuple[tuple[str, str], ...] = (
 )
 
 
+_NAMESPACE = re.compile(r"""^  namespace:[ \t]*['"]?([^'"\s#]+)""", re.M)  # metadata.namespace of an item
+
+
 class Inventory(Protocol):
     notes: list[str]
 
     def context(self, default_namespace: str) -> ClusterObjects: ...
 
-    def objects(self) -> Iterator[dict[str, Any]]: ...
+    def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
+        """Objects to judge; ``None`` stands for one the screen left unparsed (not GPU-relevant)."""
+        ...
 
 
 def slim_node(node: dict[str, Any]) -> dict[str, Any]:
@@ -66,14 +72,21 @@ class SnapshotInventory:
 
     def context(self, default_namespace: str) -> ClusterObjects:
         found = ClusterObjects(default_namespace, complete=True)
-        for item, obj in snapshot.objects(self.paths, context_only=True):
+        for item, obj in snapshot.context_objects(self.paths):
             problem = _add(found, obj)
             if problem:
                 raise snapshot.SnapshotError(f"{item.file}:{item.line}: {problem}")
         return found
 
-    def objects(self) -> Iterator[dict[str, Any]]:
-        for _, obj in snapshot.objects(self.paths):
+    def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
+        """Every object; ``None`` for an item ``screen`` says cannot be GPU-relevant (left unparsed)."""
+        for item, obj in snapshot.objects(self.paths, keep=screen, placeholders=True):
+            if obj is None:
+                if not self.namespace or _NAMESPACE.search(item.text) is None or (
+                    _NAMESPACE.search(item.text).group(1) == self.namespace  # type: ignore[union-attr]
+                ):
+                    yield None
+                continue
             meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
             if self.namespace and meta.get("namespace") not in (None, self.namespace):
                 continue
@@ -115,7 +128,8 @@ class ClusterInventory:
         out.sort(key=lambda r: r.kind == "Pod" and r.group == "")
         return out
 
-    def objects(self) -> Iterator[dict[str, Any]]:
+    def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
+        """Every listed object (JSON from the API is cheap to parse: there is no text to screen)."""
         for resource in self.workload_resources():
             yield from self._list(resource)
 

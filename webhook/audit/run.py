@@ -17,7 +17,8 @@ from typing import Any
 
 from webhook.audit.baseline import compare
 from webhook.audit.inventory import Inventory
-from webhook.audit.judge import MIRROR_POD, NOT_INTERCEPTED, Judged, identity, judge
+from webhook.audit.judge import MIRROR_POD, NOT_GPU, NOT_INTERCEPTED, Judged, identity, judge
+from webhook.audit.screen import Screen, markers
 from webhook.audit.stored import controller_of, is_mirror_pod
 from webhook.check.runner import Status
 from webhook.engine.cluster import Cluster
@@ -41,7 +42,13 @@ class Audit:
         self.context_counts = found.counts()
         cluster = found.cluster()
         labels = found.namespaces
-        for obj in self.inventory.objects():
+        words = markers(self.policy, cluster)
+        if self.baseline is not None:
+            words += markers(self.baseline, cluster)
+        for obj in self.inventory.objects(Screen(words)):
+            if obj is None:  # the screen's: names nothing either policy could find relevant
+                yield Judged("", "", "", "", "", Status.SKIPPED, skip=NOT_GPU)
+                continue
             yield self.one(obj, cluster, labels)
 
     def one(self, obj: dict[str, Any], cluster: Cluster, labels: dict[str, dict[str, str]]) -> Judged:

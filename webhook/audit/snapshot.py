@@ -7,12 +7,16 @@ sequence's ``- `` at the indentation of its first item, and is loaded alone (ded
 at a time. Multi-document YAML (``---``) and Lists written by other tools work the same way; a
 document that is not a List is loaded whole, as ``check`` loads it. JSON (``-o json``) is one
 document and is loaded whole: use ``-o yaml`` for large clusters.
+
+The judging pass leaves unparsed the items a text screen says cannot be GPU-relevant
+(:mod:`webhook.audit.screen`): most of a cluster. So a YAML error inside such an item (which kubectl
+never writes) goes unnoticed; an item that is not even a mapping is always parsed, and reported.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +24,7 @@ from webhook import yamlpos
 from webhook.check.context import mentions_context
 from webhook.check.inputs import ReadError, Source, read_sources
 
+_MAPPING = re.compile(r"""\s*(?:#[^\n]*\n\s*)*[\w"'./-]+:(?:[ \t]|\r?\n|$)""")  # starts like a mapping
 _ITEMS = re.compile(r"^items:[ \t]*(?:#.*)?\r?\n?$")
 
 
@@ -53,7 +58,16 @@ def _chunks(lines: Iterable[str], file: str) -> Iterator[Item]:
             yield Item(file, item_line, "".join(line[cut:] if len(line) > cut else line.lstrip(" ") for line in item))
         item = []
 
+    cont = ""  # an item's continuation lines start with this (the marker's width in spaces)
     for number, line in enumerate(lines, start=1):
+        if marker is not None and in_items:  # the hot path: most lines continue the current item
+            if line.startswith(cont):
+                item.append(line)
+                continue
+            if line.startswith(marker):
+                yield from flush_item()
+                item, item_line = [cont + line[len(marker) :]], number
+                continue
         if yamlpos._is_separator(line):
             yield from flush_item()
             if header and not seen_items and yamlpos.has_content("".join(header)):
@@ -68,6 +82,7 @@ def _chunks(lines: Iterable[str], file: str) -> Iterator[Item]:
                 indent = len(line) - len(line.lstrip(" "))
                 if line[indent:].startswith("- ") or line[indent:].rstrip("\r\n") == "-":
                     marker = " " * indent + "- "
+                    cont = " " * len(marker)
                 else:  # not a block sequence: the items were on the "items:" line or absent
                     in_items = seen_items = False
                     header.extend((items_key, line))
@@ -93,24 +108,36 @@ def _chunks(lines: Iterable[str], file: str) -> Iterator[Item]:
         yield Item(file, header_line, "".join(header))
 
 
-def objects(paths: list[str], *, context_only: bool = False) -> Iterator[tuple[Item, Any]]:
-    """Every object of every snapshot file, one at a time; ``context_only``: only those that may be
-    context objects (Namespaces, Nodes, claim templates, claims, DeviceClasses), by a text test first.
+def objects(
+    paths: list[str], *, keep: Callable[[str], bool] | None = None, placeholders: bool = False
+) -> Iterator[tuple[Item, Any]]:
+    """Every object of every snapshot file, one at a time. ``keep(text)`` False skips an item
+    unparsed (yielded as ``(item, None)`` with ``placeholders``, so it can still be counted).
 
     Raises :class:`SnapshotError` on the first thing that cannot be read: a snapshot is the cluster,
     and an audit that silently lost part of it would report a clean cluster that is not."""
     for source in read_sources(paths):
-        yield from _source_objects(source, context_only)
+        yield from _source_objects(source, keep, placeholders)
 
 
-def _source_objects(source: Source, context_only: bool) -> Iterator[tuple[Item, Any]]:
+def context_objects(paths: list[str]) -> Iterator[tuple[Item, Any]]:
+    """The items that may be context objects (Namespaces, Nodes, claim templates, claims, DeviceClasses),
+    by a text test first: the first pass parses only those."""
+    return objects(paths, keep=mentions_context)
+
+
+def _source_objects(
+    source: Source, keep: Callable[[str], bool] | None, placeholders: bool
+) -> Iterator[tuple[Item, Any]]:
     if source.error:
         raise SnapshotError(f"{source.name}: {source.error}")
     if source.empty:
         raise SnapshotError(f"{source.name}: {source.empty}")
     try:
         for item in _chunks(source.lines(), source.name):
-            if context_only and not mentions_context(item.text):
+            if keep is not None and not keep(item.text) and _MAPPING.match(item.text):
+                if placeholders:
+                    yield item, None
                 continue
             for doc in yamlpos.iter_chunk_documents([(item.line, item.text)], with_nodes=False):
                 if isinstance(doc, yamlpos.SyntaxProblem):
