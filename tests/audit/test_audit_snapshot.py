@@ -10,7 +10,7 @@ import yaml
 
 from tests.audit.cluster import EXPECTED, mutated, pod, stored
 from tests.audit.conftest import POLICIES, run_cli
-from webhook.audit.snapshot import _chunks
+from webhook.audit.snapshot import _chunks, without_system_blocks
 from webhook.audit.stored import as_admitted
 
 
@@ -99,3 +99,17 @@ def test_system_set_fields_are_not_the_users() -> None:
     hidden = stored(pod("p", "ns", gpus=1), user_node=True)
     del hidden["metadata"]["managedFields"]
     assert "nodeName" not in as_admitted(hidden)["spec"]
+
+
+def test_status_and_managed_fields_are_cut_before_parsing(policy) -> None:
+    from tests.audit.cluster import cluster_objects
+
+    for obj in cluster_objects(policy):
+        text = yaml.safe_dump(obj)  # kubectl's layout: sorted keys, sequences not indented
+        cut = yaml.safe_load(without_system_blocks(text))
+        expected = copy.deepcopy(obj)
+        expected.pop("status", None)
+        if "f:nodeName" not in text:
+            expected["metadata"].pop("managedFields", None)
+        assert cut == expected, obj["metadata"]["name"]
+        assert as_admitted(cut) == as_admitted(obj)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 from xml.etree import ElementTree as ET
 
-import yaml
+import orjson
 
 from webhook.audit.baseline import NEWLY_ADMITTED, NEWLY_DENIED, NEWLY_WARNED, NO_LONGER_WARNED, UNCHANGED
 from webhook.audit.judge import Judged
@@ -193,13 +193,15 @@ def write_junit(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
 
 
 def write_openreports(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
-    """The reports as multi-document YAML (``kubectl apply -f`` reads it)."""
+    """The reports as a YAML stream of JSON documents (JSON is YAML: ``kubectl apply -f`` reads it).
+
+    JSON because a cluster's worth of reports is tens of thousands of results: PyYAML's emitter
+    takes ~1.5 ms per result, orjson a hundredth of that."""
     _drain(stream)
-    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
     for i, doc in enumerate(run.reports.documents()):
         if i:
             out.write("---\n")
-        out.write(yaml.dump(doc, Dumper=dumper, sort_keys=False, allow_unicode=True, width=120))
+        out.write(orjson.dumps(doc, option=orjson.OPT_INDENT_2).decode() + "\n")
 
 
 WRITERS: dict[str, Writer] = {

@@ -80,7 +80,7 @@ class SnapshotInventory:
 
     def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
         """Every object; ``None`` for an item ``screen`` says cannot be GPU-relevant (left unparsed)."""
-        for item, obj in snapshot.objects(self.paths, keep=screen, placeholders=True):
+        for item, obj in snapshot.objects(self.paths, keep=screen, placeholders=True, strip=True):
             if obj is None:
                 if not self.namespace or _NAMESPACE.search(item.text) is None or (
                     _NAMESPACE.search(item.text).group(1) == self.namespace  # type: ignore[union-attr]

@@ -32,11 +32,23 @@ class SnapshotError(Exception):
     """A snapshot that cannot be read: ``file:line: what``."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Item:
+    """One document, or one item of a List, as written; ``text`` is it dedented, made when first read
+    (an item the screen rejects is never dedented)."""
+
     file: str
     line: int
-    text: str
+    raw: str
+    indent: str = ""  # what each of the item's lines starts with (the sequence marker's width)
+    _text: str | None = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            raw, cut = self.raw, self.indent
+            self._text = raw[len(cut) :].replace("\n" + cut, "\n") if cut and raw.startswith(cut) else raw
+        return self._text
 
 
 def _chunks(lines: Iterable[str], file: str) -> Iterator[Item]:
@@ -54,8 +66,7 @@ def _chunks(lines: Iterable[str], file: str) -> Iterator[Item]:
     def flush_item() -> Iterator[Item]:
         nonlocal item
         if item:
-            cut = len(marker or "")
-            yield Item(file, item_line, "".join(line[cut:] if len(line) > cut else line.lstrip(" ") for line in item))
+            yield Item(file, item_line, "".join(item), cont)
         item = []
 
     cont = ""  # an item's continuation lines start with this (the marker's width in spaces)
@@ -109,38 +120,83 @@ def _chunks(lines: Iterable[str], file: str) -> Iterator[Item]:
 
 
 def objects(
-    paths: list[str], *, keep: Callable[[str], bool] | None = None, placeholders: bool = False
+    paths: list[str], *, keep: Callable[[str], bool] | None = None, placeholders: bool = False, strip: bool = False
 ) -> Iterator[tuple[Item, Any]]:
     """Every object of every snapshot file, one at a time. ``keep(text)`` False skips an item
     unparsed (yielded as ``(item, None)`` with ``placeholders``, so it can still be counted).
 
     Raises :class:`SnapshotError` on the first thing that cannot be read: a snapshot is the cluster,
-    and an audit that silently lost part of it would report a clean cluster that is not."""
+    and an audit that silently lost part of it would report a clean cluster that is not. ``strip``:
+    parse items :func:`without_system_blocks` (the judging pass)."""
     for source in read_sources(paths):
-        yield from _source_objects(source, keep, placeholders)
+        yield from _source_objects(source, keep, placeholders, strip)
+
+
+def _lines(source: Source) -> Iterator[str]:
+    """The file's lines straight from the file object (no per-line bookkeeping: a snapshot has
+    millions); a decoding error is reported with the line ``_chunks`` counted."""
+    if source.path is None or source.spool is not None:
+        yield from source.lines()
+        return
+    try:
+        stream = source.path.open(encoding="utf-8-sig", newline="")
+    except OSError as exc:
+        raise ReadError(0, f"cannot read: {exc.strerror or exc}") from None
+    with stream:
+        yield from stream
+
+
+_CONTEXT_WORDS = ("Namespace", "Node", "ResourceClaim", "DeviceClass", "ComputeDomain")
+
+
+def _may_be_context(text: str) -> bool:
+    return any(w in text for w in _CONTEXT_WORDS) and mentions_context(text)
 
 
 def context_objects(paths: list[str]) -> Iterator[tuple[Item, Any]]:
     """The items that may be context objects (Namespaces, Nodes, claim templates, claims, DeviceClasses),
-    by a text test first: the first pass parses only those."""
-    return objects(paths, keep=mentions_context)
+    by a text test first (a substring, then ``check``'s own regex): the first pass parses only those."""
+    return objects(paths, keep=_may_be_context)
+
+
+_STATUS = re.compile(r"^status:[^\n]*\n(?:[ \t#][^\n]*\n|\r?\n)*", re.M)
+_MANAGED = re.compile(r"^  managedFields:[^\n]*\n(?:(?:   |  - )[^\n]*\n|\r?\n)*", re.M)
+
+
+def without_system_blocks(text: str) -> str:
+    """An item's text without its top-level ``status`` and its ``metadata.managedFields`` (kubectl's
+    layout): the judgement drops both (:mod:`webhook.audit.stored`), and they are a third of a stored
+    pod's nodes, so they are cut before parsing. ``managedFields`` that mention ``f:nodeName`` stay:
+    they decide whether a nodeName is the user's."""
+    if "\nstatus:" in text:
+        text = _STATUS.sub("", text)
+    if "managedFields:" in text and "f:nodeName" not in text:
+        text = _MANAGED.sub("", text)
+    return text
 
 
 def _source_objects(
-    source: Source, keep: Callable[[str], bool] | None, placeholders: bool
+    source: Source, keep: Callable[[str], bool] | None, placeholders: bool, strip: bool
 ) -> Iterator[tuple[Item, Any]]:
     if source.error:
         raise SnapshotError(f"{source.name}: {source.error}")
     if source.empty:
         raise SnapshotError(f"{source.name}: {source.empty}")
     try:
-        for item in _chunks(source.lines(), source.name):
+        for item in _chunks(_lines(source), source.name):
             if keep is not None and not keep(item.text) and _MAPPING.match(item.text):
                 if placeholders:
                     yield item, None
                 continue
-            for doc in yamlpos.iter_chunk_documents([(item.line, item.text)], with_nodes=False):
+            text = without_system_blocks(item.text) if strip else item.text
+            for doc in yamlpos.iter_chunk_documents([(item.line, text)], with_nodes=False):
                 if isinstance(doc, yamlpos.SyntaxProblem):
+                    if text is not item.text:  # where it is in the file, not in the shortened text
+                        doc = next(
+                            (d for d in yamlpos.iter_chunk_documents([(item.line, item.text)], with_nodes=False)
+                             if isinstance(d, yamlpos.SyntaxProblem)),
+                            doc,
+                        )
                     raise SnapshotError(f"{source.name}:{doc.line}:{doc.column}: YAML syntax error: {doc.problem}")
                 data = doc.data
                 if data is None:
@@ -153,6 +209,11 @@ def _source_objects(
                 yield from _checked(item, data, source.name)
     except ReadError as exc:
         raise SnapshotError(f"{source.name}:{exc.line}: {exc.message}") from None
+    except UnicodeDecodeError as exc:
+        byte = exc.object[exc.start]
+        raise SnapshotError(f"{source.name}: not UTF-8 (byte 0x{byte:02x}); save it as UTF-8") from None
+    except OSError as exc:
+        raise SnapshotError(f"{source.name}: cannot read: {exc.strerror or exc}") from None
 
 
 def _checked(item: Item, data: Any, name: str) -> Iterator[tuple[Item, Any]]:
