@@ -1,9 +1,9 @@
 """``gpu-admission audit`` over 100,000 pods: wall time and the audit process's peak RSS (bar: well under 400 MB).
 
 Builds a cluster of ``--pods`` pods as the apiserver stores them (managedFields, status, the
-service-account volume, owner references; ~4 KB of YAML each), spread over 200 namespaces: 90 %
-CPU-only, the rest GPU pods, of which half were mutated at admission (admitted), a third were
-created while the webhook was down (``placement-missing``) and the rest are raw GPU requests. Then it
+service-account volume, owner references; ~4 KB of YAML each), spread over 200 namespaces: 80 %
+CPU-only, 20 % GPU pods, of which half were mutated at admission (admitted), a quarter were created
+while the webhook was down (``placement-missing``) and a quarter are raw GPU requests. Then it
 runs the real CLI as a child process, end to end, in one or both modes:
 
 * ``snapshot``: the cluster written as ``kubectl get pods -A -o yaml`` prints it (one ``kind: List``),
@@ -119,7 +119,7 @@ def _pod(i: int) -> dict[str, Any]:
 
 
 def pods(n: int, policy: Any) -> Any:
-    """The cluster's pods, one at a time: 10 % GPU pods (admitted, unmutated, raw) among CPU pods."""
+    """The cluster's pods, one at a time: 20 % GPU pods (admitted, unmutated, raw) among CPU pods."""
     for i in range(n):
         pod = _pod(i)
         kind = i % 20
