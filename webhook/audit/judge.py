@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from webhook.audit.stored import as_admitted, controller_of, metadata
-from webhook.check.runner import Status, verdict
-from webhook.engine import Violation, evaluate
+from webhook.check.runner import Status, engine_failure, verdict
+from webhook.engine import Decision, Violation, evaluate
 from webhook.engine.cluster import Cluster
 from webhook.engine.workload import classify
 from webhook.policy.compiled import Policy
@@ -89,16 +89,7 @@ def judge(
         return out
     admitted = as_admitted(obj)
     try:
-        decision = evaluate(
-            policy,
-            admitted,
-            operation="CREATE",
-            namespace=namespace or None,
-            namespace_labels=namespace_labels,
-            as_received=True,
-            details=mutation,
-            cluster=cluster,
-        )
+        decision = _create(policy, admitted, namespace, namespace_labels, cluster, as_received=True, details=mutation)
         if not decision.relevant:
             return out
         out.skip = ""
@@ -112,10 +103,21 @@ def judge(
             )
             out.patch = _mutation(policy, admitted, namespace, namespace_labels, cluster)
     except Exception as exc:  # an engine bug must not hide the rest of the cluster
-        out.status, out.skip = Status.ENGINE_ERROR, ""
-        detail = str(exc).splitlines()[0][:200] if str(exc) else ""
-        out.message = f"the engine failed on this object ({type(exc).__name__}{': ' + detail if detail else ''})"
+        out.status, out.skip, out.message = Status.ENGINE_ERROR, "", engine_failure(exc)
     return out
+
+
+def _create(
+    policy: Policy,
+    obj: dict[str, Any],
+    namespace: str,
+    labels: dict[str, str] | None,
+    cluster: Cluster,
+    **options: bool,
+) -> Decision:
+    """``evaluate`` of ``obj`` as a CREATE in its namespace (``options``: how it is judged)."""
+    ns = namespace or None
+    return evaluate(policy, obj, operation="CREATE", namespace=ns, namespace_labels=labels, cluster=cluster, **options)
 
 
 def _mutation(
@@ -125,14 +127,5 @@ def _mutation(
     webhook only validates, and for an object our mutation already shaped)."""
     import orjson
 
-    decision = evaluate(
-        policy,
-        obj,
-        operation="CREATE",
-        namespace=namespace or None,
-        namespace_labels=labels,
-        validate=False,
-        details=False,
-        cluster=cluster,
-    )
+    decision = _create(policy, obj, namespace, labels, cluster, validate=False, details=False)
     return tuple(orjson.dumps(op, option=orjson.OPT_SORT_KEYS).decode() for op in decision.patch)

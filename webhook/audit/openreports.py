@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.audit.judge import Judged
+from webhook.audit.tally import tap
 from webhook.check.runner import Status
 from webhook.engine.decision import Action
 
@@ -80,9 +81,7 @@ class ReportBuilder:
         self.reports: dict[str, _Report] = {}
 
     def observe(self, judged: Iterable[Judged]) -> Iterator[Judged]:
-        for j in judged:
-            self.add(j)
-            yield j
+        return tap(self.add, judged)
 
     def add(self, j: Judged) -> None:
         if j.status is Status.SKIPPED:

@@ -8,7 +8,7 @@ violating pods cost a few counters, not 100,000 records.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from webhook.audit.baseline import NEWLY_DENIED, UNCHANGED, VERDICTS
@@ -16,6 +16,14 @@ from webhook.audit.judge import Judged
 from webhook.check.runner import Status
 
 EXIT_OK, EXIT_DENIED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def tap(add: Callable[[Judged], None], judged: Iterable[Judged]) -> Iterator[Judged]:
+    """Pass each record on unchanged after ``add`` has seen it: how the counters and the reports
+    gather while a writer consumes the stream."""
+    for j in judged:
+        add(j)
+        yield j
 
 
 class AuditTally:
@@ -36,9 +44,7 @@ class AuditTally:
         return not self.max_listed or len(listed) < self.max_listed
 
     def observe(self, judged: Iterable[Judged]) -> Iterator[Judged]:
-        for j in judged:
-            self.add(j)
-            yield j
+        return tap(self.add, judged)
 
     def add(self, j: Judged) -> None:
         if j.status is Status.SKIPPED:

@@ -168,7 +168,6 @@ class _Judge:
             line = doc.line
             with contextlib.suppress(Exception):  # else the document's own line will do
                 line = doc.line if not prefix else _position(doc, prefix).line
-            detail = str(exc).splitlines()[0][:200] if str(exc) else ""
             return CheckResult(
                 file,
                 line,
@@ -176,8 +175,7 @@ class _Judge:
                 obj=obj,
                 text=doc.text,
                 item_path=prefix,
-                message=f"the engine failed on this object ({type(exc).__name__}{': ' + detail if detail else ''});"
-                " nothing was judged: please report it with this document",
+                message=f"{engine_failure(exc)}; nothing was judged: please report it with this document",
             )
 
 
@@ -274,6 +272,12 @@ def _check_object(
         for v in decision.violations:
             result.lines[v.path] = located.position((*prefix, *parse_dotted(v.path))).line
     return result
+
+
+def engine_failure(exc: BaseException) -> str:
+    """``the engine failed on this object (KeyError: 'x')``: an engine bug, named in one short line."""
+    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return f"the engine failed on this object ({type(exc).__name__}{': ' + detail if detail else ''})"
 
 
 def verdict(decision: Decision) -> Status:
