@@ -163,3 +163,54 @@ def test_unserved_context_kind_is_a_note(policy, tmp_path: Path) -> None:
     assert "note: resource.k8s.io DeviceClass: not served by this cluster, not read" in ran.out
     assert "note: apps/v1 Deployment: not served by this cluster, skipped" in ran.out
     assert "1 admitted" in ran.out
+
+
+def test_pages_are_judged_as_they_arrive(policy, apiserver: FakeAPIServer, kubeconfig: Path) -> None:
+    from webhook.audit.inventory import ClusterInventory
+    from webhook.audit.kube import Kube, load_client
+    from webhook.audit.run import Audit
+
+    kube = Kube(load_client(str(kubeconfig), None, False), page_size=5)
+    stream = Audit(policy, ClusterInventory(kube, policy, None)).run()
+    next(j for j in stream if j.kind == "Pod")
+    assert len(apiserver.lists("pods")) == 1  # the first page is judged before the second is asked for
+    rest = list(stream)
+    assert len(apiserver.lists("pods")) == math.ceil(len(apiserver.objects[("", "pods")]) / 5)
+    assert rest
+
+
+def test_in_cluster_outside_a_pod_is_exit_2(monkeypatch) -> None:
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    ran = run_cli("--in-cluster", "--policy", POLICIES)
+    assert ran.code == 2
+    assert ran.err.startswith("gpu-admission audit: cannot use the in-cluster service account:")
+    assert ran.err.count("\n") == 1
+
+
+def test_a_snapshot_and_a_cluster_are_exclusive(kubeconfig: Path, snapshot: Path) -> None:
+    ran = run_cli("--snapshot", snapshot, "--kubeconfig", kubeconfig, "--policy", POLICIES)
+    assert ran.code == 2 and "cannot be combined" in ran.err
+
+
+def test_progress_names_the_list_being_read(policy, apiserver: FakeAPIServer, kubeconfig: Path) -> None:
+    import io
+
+    from webhook.audit.inventory import ClusterInventory
+    from webhook.audit.kube import Kube, load_client
+    from webhook.audit.run import Audit
+    from webhook.check.progress import Progress
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    ticks = iter(range(0, 10_000, 10))  # every object seen ten seconds after the one before
+    inventory = ClusterInventory(Kube(load_client(str(kubeconfig), None, False)), policy, None)
+    term = Terminal()
+    progress = Progress(
+        term, name="audit", unit="objects", where=lambda j: inventory.listing, clock=lambda: next(ticks)
+    )
+    list(progress.observe(Audit(policy, inventory).run()))
+    drawn = term.getvalue()
+    assert "gpu-admission audit: 1 objects" in drawn and "now deployments.apps" in drawn
+    assert drawn.endswith("\r\x1b[2K")  # erased at the end
