@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import socket
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -204,8 +205,12 @@ def test_progress_names_the_list_being_read(policy, apiserver: FakeAPIServer, ku
         def isatty(self) -> bool:
             return True
 
-    ticks = iter(range(0, 10_000, 10))  # every object seen ten seconds after the one before
-    inventory = ClusterInventory(Kube(load_client(str(kubeconfig), None, False)), policy, None)
+    from tests.audit.cluster import pod
+
+    for i in range(100):  # enough objects for the line to be redrawn while pods are listed
+        apiserver.add(pod(f"more-{i}", "team-a"))
+    ticks = iter(range(0, 100_000, 10))  # every object seen ten seconds after the one before
+    inventory = ClusterInventory(Kube(load_client(str(kubeconfig), None, False), page_size=10), policy, None)
     term = Terminal()
     progress = Progress(
         term, name="audit", unit="objects", where=lambda j: inventory.listing, clock=lambda: next(ticks)
@@ -213,4 +218,5 @@ def test_progress_names_the_list_being_read(policy, apiserver: FakeAPIServer, ku
     list(progress.observe(Audit(policy, inventory).run()))
     drawn = term.getvalue()
     assert "gpu-admission audit: 1 objects" in drawn and "now deployments.apps" in drawn
+    assert re.search(r"now pods \(\d+ read, ~\d+ to go\)", drawn)  # remainingItemCount while pods are listed
     assert drawn.endswith("\r\x1b[2K")  # erased at the end

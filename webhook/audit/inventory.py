@@ -134,9 +134,14 @@ class ClusterInventory:
             yield from self._list(resource)
 
     def _list(self, resource: Resource) -> Iterator[dict[str, Any]]:
-        self.listing = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+        name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+        self.listing = name
         namespace = self.namespace if resource.namespaced and resource.kind != "Namespace" else None
+        read = 0
         for page in self.kube.pages(resource, namespace):
+            read += len(page)
+            left = self.kube.remaining
+            self.listing = f"{name} ({read:,} read, ~{left:,} to go)" if left else name
             yield from page
 
 

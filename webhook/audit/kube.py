@@ -78,6 +78,7 @@ class Kube:
         self.api = api_client
         self.page_size = page_size
         self.host = api_client.configuration.host
+        self.remaining: int | None = None  # the last page's remainingItemCount (an estimate, for progress)
 
     def request(
         self,
@@ -161,8 +162,10 @@ class Kube:
                         continue
                     seen.add(uid)
                 page.append(item)
-            yield page
             meta = data.get("metadata") if isinstance(data, dict) else None
+            remaining = meta.get("remainingItemCount") if isinstance(meta, dict) else None
+            self.remaining = remaining if isinstance(remaining, int) else None
+            yield page
             token = meta.get("continue") if isinstance(meta, dict) else ""
             if not token:
                 return
