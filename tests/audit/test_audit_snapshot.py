@@ -113,3 +113,16 @@ def test_status_and_managed_fields_are_cut_before_parsing(policy) -> None:
             expected["metadata"].pop("managedFields", None)
         assert cut == expected, obj["metadata"]["name"]
         assert as_admitted(cut) == as_admitted(obj)
+
+
+def test_the_judgement_crosses_a_process_boundary(policy) -> None:
+    """What a process pool needs: a module-level function and a picklable result."""
+    import pickle
+
+    from webhook.audit.judge import judge
+    from webhook.engine.cluster import EMPTY_CLUSTER
+
+    obj = stored(pod("bad", "team-a", cls="inference"))
+    j = judge(policy, obj, cluster=EMPTY_CLUSTER, namespace_labels=None)
+    assert j.violations and pickle.loads(pickle.dumps(j)) == j
+    assert pickle.loads(pickle.dumps(judge)) is judge
