@@ -94,3 +94,23 @@ def test_a_baseline_that_does_not_load_is_exit_2(snapshot: Path, tmp_path: Path)
     assert ran.code == 2
     assert ran.err.startswith(f"gpu-admission audit: the baseline policy in {bad} does not load:")
     assert ran.err.count("\n") == 1
+
+
+def test_the_ci_example_runs_the_preview(policy, tmp_path: Path) -> None:
+    """examples/ci/policy-preview.yaml: its audit command line exists and previews the change."""
+    import shutil
+
+    from tests.conftest import ROOT
+    from tests.workflow.test_ci_examples import expand, gpu_admission_commands
+
+    workflow = yaml.safe_load((ROOT / "examples" / "ci" / "policy-preview.yaml").read_text())
+    steps = workflow["jobs"]["preview"]["steps"]
+    commands = [c for step in steps for c in gpu_admission_commands(step.get("run", ""))]
+    (command,) = commands
+    assert "--baseline" in command and "--snapshot" in command
+    shutil.copytree(POLICIES, tmp_path / "base" / "policies")
+    env = dict(workflow["env"], SNAPSHOT=str(_snapshot(policy, tmp_path)), POLICY_DIR=str(POLICIES))
+    args = expand(command.replace("/tmp/policy-base/$POLICY_DIR", f"{tmp_path}/base/policies"), env, {})
+    ran = run_cli(*args[1:])
+    assert ran.code == 0, ran.err  # the same policy: nothing newly denied
+    assert "0 newly denied" in ran.out

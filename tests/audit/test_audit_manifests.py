@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import ROOT
+from tests.deploy.conftest import product_manifests
 from webhook.audit.inventory import CONTEXT_RESOURCES
 
-AUDIT = ROOT / "manifests" / "audit"
 CONTEXT_PLURALS = {
     "Namespace": "namespaces",
     "Node": "nodes",
@@ -28,7 +27,8 @@ CONTEXT_PLURALS = {
 def _render() -> list[dict]:
     if shutil.which("kubectl") is None:
         pytest.skip("kubectl is not installed")
-    proc = subprocess.run(["kubectl", "kustomize", str(AUDIT)], capture_output=True, text=True, timeout=60)
+    audit = product_manifests() / "audit"  # the manifests with base/rendered.yaml from the shipped default
+    proc = subprocess.run(["kubectl", "kustomize", str(audit)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     return [d for d in yaml.safe_load_all(proc.stdout) if d]
 
@@ -70,7 +70,7 @@ def test_cronjob_applies_reports_with_the_webhooks_policy() -> None:
     assert "--apply-reports" in script and "--in-cluster" in script and "--policy /etc/gpu-admission/policy" in script
     assert container["image"] != "gpu-admission"  # set by the image component
     volumes = {v["name"]: v for v in spec["volumes"]}
-    rendered = yaml.safe_load_all((ROOT / "manifests" / "base" / "rendered.yaml").read_text())
+    rendered = yaml.safe_load_all((product_manifests() / "base" / "rendered.yaml").read_text())
     (config,) = [d for d in rendered if d and d["kind"] == "ConfigMap"]
     assert volumes["policy"]["configMap"]["name"] == config["metadata"]["name"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True

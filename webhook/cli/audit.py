@@ -19,6 +19,8 @@ from webhook.audit.run import WEBHOOK_NAMESPACE, Audit
 from webhook.audit.snapshot import SnapshotError
 from webhook.audit.tally import EXIT_BAD_INPUT, AuditTally
 from webhook.check.progress import Progress
+from webhook.cli.policy_dir import HELP as POLICY_HELP
+from webhook.cli.policy_dir import default_policy_dir
 from webhook.policy import PolicyError, load_policy
 
 
@@ -31,7 +33,9 @@ def register(sub: Any) -> None:
         "judgement (nothing is mutated). Exit 0 nothing denied, 1 denials (with --baseline: new denials), 2 bad "
         "input, unreachable cluster, bad credentials or bad policy.",
     )
-    p.add_argument("--policy", default="policies", metavar="DIR", help="policy directory (default: policies)")
+    p.add_argument(
+        "--policy", default=default_policy_dir(), metavar="DIR", help=f"policy directory (default: {POLICY_HELP})"
+    )
     source = p.add_argument_group("where the objects come from (default: in-cluster inside a pod, else kubeconfig)")
     source.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig file (default: $KUBECONFIG, ~/.kube/config)")
     source.add_argument("--context", metavar="NAME", help="kubeconfig context (default: the current one)")
