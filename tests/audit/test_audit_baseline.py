@@ -114,3 +114,51 @@ def test_the_ci_example_runs_the_preview(policy, tmp_path: Path) -> None:
     ran = run_cli(*args[1:])
     assert ran.code == 0, ran.err  # the same policy: nothing newly denied
     assert "0 newly denied" in ran.out
+
+
+def _device_plugin(namespace: str) -> dict:
+    """The GPU operator's device plugin DaemonSet: privileged, /dev from the host, on every node."""
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "nvidia-device-plugin", "namespace": namespace, "uid": f"uid-dp-{namespace}"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "dp"}},
+            "template": {
+                "metadata": {"labels": {"app": "dp"}},
+                "spec": {
+                    "tolerations": [{"operator": "Exists"}],
+                    "containers": [
+                        {
+                            "name": "dp",
+                            "image": "nvcr.io/nvidia/k8s-device-plugin:v0.17.0",
+                            "securityContext": {"privileged": True},
+                            "volumeMounts": [{"name": "dev", "mountPath": "/dev"}],
+                        }
+                    ],
+                    "volumes": [{"name": "dev", "hostPath": {"path": "/dev"}}],
+                },
+            },
+        },
+        "status": {"numberReady": 3},
+    }
+
+
+def test_the_gpu_operators_exempt_namespace_is_exempt_in_audit(tmp_path: Path) -> None:
+    exempt = DEFAULT + (
+        "    privileged-gpu:\n      exempt:\n        - matchLabels: {gpu-admission.io/privileged: allowed}\n"
+    )
+    policy_dir = _policy(tmp_path / "policy", exempt)
+    objs = [
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": {"name": "gpu-operator", "labels": {"gpu-admission.io/privileged": "allowed"}}},
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}},
+        _device_plugin("gpu-operator"),
+        _device_plugin("team-a"),  # the same DaemonSet where nothing exempts it
+    ]
+    snap = tmp_path / "snap.yaml"
+    snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objs}))
+    ran = run_cli("--snapshot", snap, "--policy", policy_dir, "-o", "json")
+    assert ran.code == 1, ran.err
+    found = {r["namespace"]: {v["rule"] for v in r["violations"]} for r in json.loads(ran.out)["results"]}
+    assert found == {"gpu-operator": set(), "team-a": {"privileged-gpu"}}
