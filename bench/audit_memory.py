@@ -11,14 +11,16 @@ runs the real CLI as a child process, end to end, in one or both modes:
 * ``api``: the cluster served by the test suite's fake apiserver (``tests/audit/fake_apiserver.py``,
   loopback, in this process) and read through the ``kubernetes`` client in pages of 500.
 
-Peak RSS is the child's ``ru_maxrss`` (``os.wait4``), so the fake apiserver's own memory is not
-counted. Run: ``python bench/audit_memory.py`` (``--pods 10000`` for a quick look).
+Peak RSS is the audit process's ``ru_maxrss`` (``os.wait4``); the fake apiserver runs in a process of
+its own, so its memory is not counted (nor inherited: a child started from a parent holding the pods
+would report the parent's pages as its peak). Run: ``python bench/audit_memory.py`` (``--pods 10000`` for a quick look).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -167,6 +169,18 @@ def measure(cmd: list[str]) -> tuple[float, float, float, int]:
     return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
 
 
+def serve(n: int, directory: str, conn: Any) -> None:
+    """The fake apiserver with ``n`` pods, until told to stop; sends its kubeconfig's path first."""
+    api = FakeAPIServer()
+    api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-000"}})
+    for pod in pods(n, load_policy(DEFAULT_POLICY_DIR)):
+        api.objects.setdefault(("", "pods"), []).append(pod)
+    api.start()
+    conn.send(str(api.kubeconfig(Path(directory))))
+    conn.recv()
+    api.stop()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pods", type=int, default=100_000)
@@ -184,16 +198,17 @@ def main() -> None:
                   f"({args.pods / cpu:,.0f} pods per CPU second), peak RSS {rss:,.0f} MB, exit {code}", flush=True)
             snap.unlink()
         if args.mode in ("api", "both"):
-            api = FakeAPIServer()
-            api.add({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-000"}})
-            for pod in pods(args.pods, policy):
-                api.objects.setdefault(("", "pods"), []).append(pod)
-            api.start()
+            # the fake apiserver holds every pod: it runs in a process of its own, since a child
+            # started from a large parent reports the parent's pages as its own peak (vfork/fork)
+            parent, child = multiprocessing.Pipe()
+            server = multiprocessing.get_context("fork").Process(target=serve, args=(args.pods, tmp, child))
+            server.start()
             try:
-                config = api.kubeconfig(Path(tmp))
-                seconds, cpu, rss, code = measure([*cli, "--kubeconfig", str(config)])
+                config = parent.recv()
+                seconds, cpu, rss, code = measure([*cli, "--kubeconfig", config])
             finally:
-                api.stop()
+                parent.send("stop")
+                server.join(30)
             print(f"api: {args.pods:,} pods in pages of 500: {seconds:.1f} s wall, {cpu:.1f} s CPU "
                   f"({args.pods / cpu:,.0f} pods per CPU second), peak RSS {rss:,.0f} MB, exit {code}", flush=True)
 
