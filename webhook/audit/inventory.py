@@ -69,6 +69,7 @@ class SnapshotInventory:
         self.paths = paths
         self.namespace = namespace
         self.notes: list[str] = []
+        self.listing = ""  # the file being read now, for the progress line
 
     def context(self, default_namespace: str) -> ClusterObjects:
         found = ClusterObjects(default_namespace, complete=True)
@@ -81,6 +82,7 @@ class SnapshotInventory:
     def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
         """Every object; ``None`` for an item ``screen`` says cannot be GPU-relevant (left unparsed)."""
         for item, obj in snapshot.objects(self.paths, keep=screen, placeholders=True, strip=True):
+            self.listing = item.file
             if obj is None:
                 if not self.namespace or _NAMESPACE.search(item.text) is None or (
                     _NAMESPACE.search(item.text).group(1) == self.namespace  # type: ignore[union-attr]
