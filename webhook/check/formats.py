@@ -248,18 +248,26 @@ def _json(value: Any, option: int = 0) -> str:
     return orjson.dumps(value, option=_JSON | option, default=str).decode()
 
 
+def write_json_stream(out: TextIO, items: Iterable[dict[str, Any]], trailer: Callable[[], dict[str, Any]]) -> None:
+    """``{"results": [...], <trailer keys>}``, written one result at a time: the trailer (a summary)
+    is asked for only once every result has been written, so it can count them. Shared by ``check``
+    and ``audit``."""
+    out.write('{\n  "results": [')
+    first = True
+    for item in items:
+        body = _json(item, orjson.OPT_INDENT_2).replace("\n", "\n    ")
+        out.write(("\n    " if first else ",\n    ") + body)
+        first = False
+    out.write("\n  ]" if not first else "]")
+    for key, value in trailer().items():
+        out.write(f",\n  {_json(key)}: " + _json(value, orjson.OPT_INDENT_2).replace("\n", "\n  "))
+    out.write("\n}\n")
+
+
 def write_json(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
     """``{"results": [...], "summary": {...}}``, written one result at a time."""
     results, tally = tallied(results, tally)
-    out.write('{\n  "results": [')
-    first = True
-    for r in results:
-        body = _json(result_dict(r, options), orjson.OPT_INDENT_2).replace("\n", "\n    ")
-        out.write(("\n    " if first else ",\n    ") + body)
-        first = False
-    out.write(("\n  ]" if not first else "]") + ',\n  "summary": ')
-    out.write(_json(summary_dict(tally), orjson.OPT_INDENT_2).replace("\n", "\n  "))
-    out.write("\n}\n")
+    write_json_stream(out, (result_dict(r, options) for r in results), lambda: {"summary": summary_dict(tally)})
 
 
 def write_jsonl(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
@@ -373,29 +381,46 @@ def write_junit(results: Iterable[CheckResult], out: TextIO, options: Options, t
     """JUnit needs its counts before its cases: cases go to a spool file (on disk past 4 MiB) as they
     are judged, so only the counts stay in memory."""
     results, tally = tallied(results, tally)
+
+    def properties() -> dict[str, str]:
+        totals = tally.gpu_memory
+        props = {f"gpuMemory.{k}": "" if v is None else str(v) for k, v in totals.as_dict().items()}
+        line = totals.line()
+        if line:
+            props["gpuMemory.summary"] = line
+        return props
+
+    write_junit_suite(out, "gpu-admission check", (junit_case(r, options) for r in results), properties)
+
+
+def write_junit_suite(
+    out: TextIO,
+    name: str,
+    cases: Iterable[tuple[ET.Element, str | None]],
+    properties: Callable[[], dict[str, str]],
+) -> None:
+    """One ``<testsuite>`` of (case, how it counts) pairs, streamed (shared by ``check`` and ``audit``).
+
+    The suite's counts and properties come first in the XML but are known only at the end, so the
+    cases are spooled (on disk past 4 MiB) and only the counts stay in memory."""
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
-    with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8") as cases:
-        for r in results:
-            case, counted = junit_case(r, options)
+    with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8") as spool:
+        for case, counted in cases:
             counts["tests"] += 1
             if counted:
                 counts[counted] += 1
-            cases.write(ET.tostring(case, encoding="unicode"))
-        suite = ET.Element("testsuite", name="gpu-admission check")
+            spool.write(ET.tostring(case, encoding="unicode"))
+        suite = ET.Element("testsuite", name=name)
         for key, value in counts.items():
             suite.set(key, str(value))
         props = ET.SubElement(suite, "properties")
-        totals = tally.gpu_memory
-        for key, value in totals.as_dict().items():
-            ET.SubElement(props, "property", name=f"gpuMemory.{key}", value="" if value is None else str(value))
-        line = totals.line()
-        if line:
-            ET.SubElement(props, "property", name="gpuMemory.summary", value=line)
+        for key, value in properties().items():
+            ET.SubElement(props, "property", name=key, value=value)
         head = ET.tostring(suite, encoding="unicode", xml_declaration=True)
         assert head.endswith("</testsuite>")
         out.write(head[: -len("</testsuite>")])
-        cases.seek(0)
-        shutil.copyfileobj(cases, out)
+        spool.seek(0)
+        shutil.copyfileobj(spool, out)
         out.write("</testsuite>\n")
 
 

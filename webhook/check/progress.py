@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TextIO
-
-from webhook.check.runner import CheckResult
+from typing import Any, TextIO
 
 
 def _tty(stream: TextIO) -> bool:
@@ -33,6 +31,9 @@ class Progress:
         after: float = 2.0,
         every: float = 0.5,
         clock: Callable[[], float] = time.monotonic,
+        name: str = "check",
+        unit: str = "documents",
+        where: Callable[[Any], str] = lambda r: r.file,
     ) -> None:
         self.enabled = _tty(stream) and not (report is not None and _tty(report))
         self.stream = stream
@@ -40,8 +41,9 @@ class Progress:
         self.every = every
         self.clock = clock
         self.shown = False
+        self.name, self.unit, self.where = name, unit, where  # audit counts objects and names its list
 
-    def observe(self, results: Iterable[CheckResult]) -> Iterator[CheckResult]:
+    def observe(self, results: Iterable[Any]) -> Iterator[Any]:
         if not self.enabled:
             yield from results
             return
@@ -55,7 +57,8 @@ class Progress:
                     now = self.clock()
                     if now >= next_at:
                         rate = count / max(now - start, 1e-9)
-                        self._draw(f"gpu-admission check: {count:,} documents ({rate:,.0f}/s), now {r.file}")
+                        what = f"{count:,} {self.unit} ({rate:,.0f}/s), now {self.where(r)}"
+                        self._draw(f"gpu-admission {self.name}: {what}")
                         next_at = now + self.every
                 yield r
         finally:

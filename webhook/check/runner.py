@@ -168,7 +168,6 @@ class _Judge:
             line = doc.line
             with contextlib.suppress(Exception):  # else the document's own line will do
                 line = doc.line if not prefix else _position(doc, prefix).line
-            detail = str(exc).splitlines()[0][:200] if str(exc) else ""
             return CheckResult(
                 file,
                 line,
@@ -176,8 +175,7 @@ class _Judge:
                 obj=obj,
                 text=doc.text,
                 item_path=prefix,
-                message=f"the engine failed on this object ({type(exc).__name__}{': ' + detail if detail else ''});"
-                " nothing was judged: please report it with this document",
+                message=f"{engine_failure(exc)}; nothing was judged: please report it with this document",
             )
 
 
@@ -266,20 +264,29 @@ def _check_object(
             )
             result.line = _position(doc, (*prefix, *parse_dotted(path))).line
         return result
-    if not decision.allowed:
-        status = Status.DENIED
-    elif any(v.action is Action.WARN for v in decision.violations):
-        status = Status.WARNED
-    else:
-        status = Status.ADMITTED
     result = CheckResult(
-        file, line, status, obj=obj, decision=decision, text=doc.text, item_path=prefix, namespace=ns
+        file, line, verdict(decision), obj=obj, decision=decision, text=doc.text, item_path=prefix, namespace=ns
     )
     if decision.violations:
         located = doc.ensure_nodes()
         for v in decision.violations:
             result.lines[v.path] = located.position((*prefix, *parse_dotted(v.path))).line
     return result
+
+
+def engine_failure(exc: BaseException) -> str:
+    """``the engine failed on this object (KeyError: 'x')``: an engine bug, named in one short line."""
+    detail = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return f"the engine failed on this object ({type(exc).__name__}{': ' + detail if detail else ''})"
+
+
+def verdict(decision: Decision) -> Status:
+    """Denied, warned or admitted: what ``check`` and ``audit`` report for a judged object."""
+    if not decision.allowed:
+        return Status.DENIED
+    if any(v.action is Action.WARN for v in decision.violations):
+        return Status.WARNED
+    return Status.ADMITTED
 
 
 def _position(doc: yamlpos.Document, path: tuple[str | int, ...]) -> yamlpos.Position:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from webhook import __version__
 
 # module name under webhook.cli -> registers one top-level sub-command
-COMMANDS = ("check", "serve", "policy", "certs")
+COMMANDS = ("check", "audit", "serve", "policy", "certs")
 
 
 def build_parser() -> argparse.ArgumentParser:

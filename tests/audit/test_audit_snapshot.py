@@ -1,0 +1,128 @@
+"""``--snapshot``: kubectl's List output and multi-document YAML, read item by item; what is the user's."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import yaml
+
+from tests.audit.cluster import EXPECTED, mutated, pod, stored
+from tests.audit.conftest import POLICIES, run_cli
+from webhook.audit.snapshot import _chunks, without_system_blocks
+from webhook.audit.stored import as_admitted
+
+
+def test_a_snapshot_judges_like_the_cluster(snapshot: Path) -> None:
+    ran = run_cli("--snapshot", snapshot, "--policy", POLICIES, "-o", "json")
+    assert ran.code == 1, ran.err
+    doc = json.loads(ran.out)
+    assert {(r["namespace"], r["kind"], r["name"]): r["status"] for r in doc["results"]} == EXPECTED
+
+
+def test_list_items_are_split_on_their_own_lines() -> None:
+    text = (
+        "apiVersion: v1\nitems:\n"
+        "- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: a\n  spec:\n    containers:\n    - name: c\n"
+        "      args:\n      - |\n        line one\n        - not an item\n"
+        "- apiVersion: v1\n  kind: Pod\n  metadata: {name: b}\n"
+        "kind: List\nmetadata:\n  resourceVersion: \"\"\n"
+        "---\n"
+        "apiVersion: v1\nkind: List\nitems:\n  - {apiVersion: v1, kind: Node, metadata: {name: n}}\n"
+        "---\n"
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: solo}\n"
+    )
+    items = list(_chunks(text.splitlines(keepends=True), "f"))
+    loaded = [yaml.safe_load(i.text) for i in items]
+    assert [(i.line, o["metadata"]["name"]) for i, o in zip(items, loaded, strict=True)] == [
+        (3, "a"),
+        (14, "b"),
+        (24, "n"),
+        (26, "solo"),
+    ]
+    assert loaded[0]["spec"]["containers"][0]["args"] == ["line one\n- not an item\n"]
+
+
+def test_multi_document_files_and_directories(policy, tmp_path: Path) -> None:
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+    good = stored(mutated(policy, pod("good", "team-a", cls="inference")))
+    bad = stored(pod("bad", "team-a", cls="inference"))
+    (snap / "ns.yaml").write_text(yaml.safe_dump(ns))
+    (snap / "pods.yaml").write_text(yaml.safe_dump(good) + "---\n" + yaml.safe_dump(bad))
+    ran = run_cli("--snapshot", snap, "--policy", POLICIES, "-o", "json")
+    assert ran.code == 1
+    assert {r["name"]: r["status"] for r in json.loads(ran.out)["results"]} == {"good": "admitted", "bad": "denied"}
+
+
+def test_mirror_pods_are_not_judged(tmp_path: Path) -> None:
+    mirror = pod("static-gpu", "team-a", gpus=1)
+    mirror["metadata"]["annotations"] = {"kubernetes.io/config.mirror": "abc"}
+    snap = tmp_path / "s.yaml"
+    snap.write_text(yaml.safe_dump(stored(mirror)))
+    ran = run_cli("--snapshot", snap, "--policy", POLICIES, "-o", "json")
+    assert ran.code == 0
+    summary = json.loads(ran.out)["summary"]
+    assert (summary["judged"], summary["mirrorPods"]) == (0, 1)
+
+
+def test_unreadable_snapshots_are_exit_2_with_file_and_line(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(
+        "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {labels: {gpu-admission.io/workload: [x\n"
+    )
+    scalar = tmp_path / "scalar.yaml"
+    scalar.write_text("apiVersion: v1\nitems:\n- just a string\nkind: List\n")
+    for path, words in (
+        (broken, f"{broken}:6:1: YAML syntax error"),  # the flow sequence never closes
+        (scalar, f"{scalar}:3: not a Kubernetes object"),
+        (tmp_path / "missing.yaml", "no such file"),
+    ):
+        ran = run_cli("--snapshot", path, "--policy", POLICIES)
+        assert ran.code == 2, ran.err
+        assert words in ran.err and ran.err.count("\n") == 1 and "Traceback" not in ran.err
+
+
+def test_system_set_fields_are_not_the_users() -> None:
+    scheduled = stored(pod("p", "ns", gpus=1))
+    before = copy.deepcopy(scheduled)
+    admitted = as_admitted(scheduled)
+    assert scheduled == before  # the stored object is not changed
+    assert "nodeName" not in admitted["spec"] and "status" not in admitted
+    assert not {"managedFields", "uid", "creationTimestamp"} & set(admitted["metadata"])
+    assert admitted["spec"]["schedulerName"] == "default-scheduler"  # defaulted before admission: /validate saw it
+    pinned = as_admitted(stored(pod("p", "ns", gpus=1), user_node=True))
+    assert pinned["spec"]["nodeName"] == "gpu-node-1"
+    # without managedFields (kubectl hides them) a nodeName is taken as the scheduler's
+    hidden = stored(pod("p", "ns", gpus=1), user_node=True)
+    del hidden["metadata"]["managedFields"]
+    assert "nodeName" not in as_admitted(hidden)["spec"]
+
+
+def test_status_and_managed_fields_are_cut_before_parsing(policy) -> None:
+    from tests.audit.cluster import cluster_objects
+
+    for obj in cluster_objects(policy):
+        text = yaml.safe_dump(obj)  # kubectl's layout: sorted keys, sequences not indented
+        cut = yaml.safe_load(without_system_blocks(text))
+        expected = copy.deepcopy(obj)
+        expected.pop("status", None)
+        if "f:nodeName" not in text:
+            expected["metadata"].pop("managedFields", None)
+        assert cut == expected, obj["metadata"]["name"]
+        assert as_admitted(cut) == as_admitted(obj)
+
+
+def test_the_judgement_crosses_a_process_boundary(policy) -> None:
+    """What a process pool needs: a module-level function and a picklable result."""
+    import pickle
+
+    from webhook.audit.judge import judge
+    from webhook.engine.cluster import EMPTY_CLUSTER
+
+    obj = stored(pod("bad", "team-a", cls="inference"))
+    j = judge(policy, obj, cluster=EMPTY_CLUSTER, namespace_labels=None)
+    assert j.violations and pickle.loads(pickle.dumps(j)) == j
+    assert pickle.loads(pickle.dumps(judge)) is judge

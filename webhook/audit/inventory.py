@@ -1,0 +1,150 @@
+"""Where the audited objects come from: a live cluster or a snapshot, behind one small interface.
+
+Both give the cluster's own context objects first (Namespaces for entitlement labels, Nodes,
+DeviceClasses, claim templates and claims: what ``check --context`` builds, the same
+:class:`~webhook.check.context.ClusterObjects`), then every object to judge, one at a time. Pods
+come last, so the controllers that own them (a ReplicaSet and its Deployment) have been seen.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol
+
+from webhook.audit import snapshot
+from webhook.audit.kube import Discovery, Kube, KubeError, Resource
+from webhook.check.context import ClusterObjects
+from webhook.policy.compiled import Policy
+
+DRA_GROUP = "resource.k8s.io"
+CONTEXT_RESOURCES: tuple[tuple[str, str], ...] = (
+    ("", "Namespace"),
+    ("", "Node"),
+    (DRA_GROUP, "DeviceClass"),
+    (DRA_GROUP, "ResourceClaimTemplate"),
+    (DRA_GROUP, "ResourceClaim"),
+    ("resource.nvidia.com", "ComputeDomain"),  # stands for the channel claim template its driver creates
+)
+
+
+_NAMESPACE = re.compile(r"""^  namespace:[ \t]*['"]?([^'"\s#]+)""", re.M)  # metadata.namespace of an item
+
+
+class Inventory(Protocol):
+    notes: list[str]
+
+    def context(self, default_namespace: str) -> ClusterObjects: ...
+
+    def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
+        """Objects to judge; ``None`` stands for one the screen left unparsed (not GPU-relevant)."""
+        ...
+
+
+def slim_node(node: dict[str, Any]) -> dict[str, Any]:
+    """What the engine reads of a Node (labels, taints, allocatable): a Node with its image list and
+    conditions is ~20 KB, and a large cluster's nodes are kept for the whole run."""
+    meta = node.get("metadata") if isinstance(node.get("metadata"), dict) else {}
+    spec = node.get("spec") if isinstance(node.get("spec"), dict) else {}
+    status = node.get("status") if isinstance(node.get("status"), dict) else {}
+    return {
+        "apiVersion": node.get("apiVersion", "v1"),
+        "kind": "Node",
+        "metadata": {k: meta[k] for k in ("name", "labels") if k in meta},
+        "spec": {k: spec[k] for k in ("taints", "unschedulable") if k in spec},
+        "status": {k: status[k] for k in ("allocatable", "capacity") if k in status},
+    }
+
+
+def _add(found: ClusterObjects, obj: Any) -> str | None:
+    if isinstance(obj, dict) and obj.get("kind") == "Node":
+        obj = slim_node(obj)
+    return found.add(obj)
+
+
+class SnapshotInventory:
+    """``--snapshot FILE|DIR…``: read twice, context objects first (a text test skips the rest)."""
+
+    def __init__(self, paths: list[str], namespace: str | None) -> None:
+        self.paths = paths
+        self.namespace = namespace
+        self.notes: list[str] = []
+        self.listing = ""  # the file being read now, for the progress line
+
+    def context(self, default_namespace: str) -> ClusterObjects:
+        found = ClusterObjects(default_namespace, complete=True)
+        for item, obj in snapshot.context_objects(self.paths):
+            problem = _add(found, obj)
+            if problem:
+                raise snapshot.SnapshotError(f"{item.file}:{item.line}: {problem}")
+        return found
+
+    def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
+        """Every object; ``None`` for an item ``screen`` says cannot be GPU-relevant (left unparsed)."""
+        for item, obj in snapshot.objects(self.paths, keep=screen, placeholders=True, strip=True):
+            self.listing = item.file
+            if obj is None:
+                if not self.namespace or _NAMESPACE.search(item.text) is None or (
+                    _NAMESPACE.search(item.text).group(1) == self.namespace  # type: ignore[union-attr]
+                ):
+                    yield None
+                continue
+            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+            if self.namespace and meta.get("namespace") not in (None, self.namespace):
+                continue
+            yield obj
+
+
+class ClusterInventory:
+    """A live cluster through the API: discovery first, then one paginated list per served kind."""
+
+    def __init__(self, kube: Kube, policy: Policy, namespace: str | None) -> None:
+        self.kube = kube
+        self.discovery = Discovery(kube)
+        self.policy = policy
+        self.namespace = namespace
+        self.notes: list[str] = []
+        self.listing = ""  # the list being read now, for the progress line
+
+    def context(self, default_namespace: str) -> ClusterObjects:
+        found = ClusterObjects(default_namespace, complete=True)
+        for group, kind in CONTEXT_RESOURCES:
+            resource = self.discovery.find_any_version(group, kind)
+            if resource is None:
+                if group != "resource.nvidia.com":
+                    self.notes.append(f"{group or 'core'} {kind}: not served by this cluster, not read")
+                continue
+            for obj in self._list(resource):
+                _add(found, obj)
+        return found
+
+    def workload_resources(self) -> list[Resource]:
+        """The kind table's kinds the cluster serves (Pods last); each unserved one gets a note."""
+        out: list[Resource] = []
+        for api_version, kind in self.policy.kinds:
+            resource = self.discovery.find(api_version, kind)
+            if resource is None:
+                self.notes.append(f"{api_version} {kind}: not served by this cluster, skipped")
+                continue
+            out.append(resource)
+        out.sort(key=lambda r: r.kind == "Pod" and r.group == "")
+        return out
+
+    def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
+        """Every listed object (JSON from the API is cheap to parse: there is no text to screen)."""
+        for resource in self.workload_resources():
+            yield from self._list(resource)
+
+    def _list(self, resource: Resource) -> Iterator[dict[str, Any]]:
+        name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural
+        self.listing = name
+        namespace = self.namespace if resource.namespaced and resource.kind != "Namespace" else None
+        read = 0
+        for page in self.kube.pages(resource, namespace):
+            read += len(page)
+            left = self.kube.remaining
+            self.listing = f"{name} ({read:,} read, ~{left:,} to go)" if left else name
+            yield from page
+
+
+__all__ = ["ClusterInventory", "Inventory", "KubeError", "SnapshotInventory", "slim_node"]

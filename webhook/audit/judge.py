@@ -1,0 +1,131 @@
+"""The judgement of one stored object: a plain function of (policy, object, cluster view).
+
+It calls the engine and nothing else, keeps no state and returns a small picklable record, so a
+process pool can call it for a page of objects as well as this loop does. What is judged is the
+object as the validating webhook saw it at CREATE (:func:`webhook.audit.stored.as_admitted`), with
+``as_received=True``: nothing is mutated, and a Pod or Job of a class that was stored without our
+mutation (created while the webhook was down or not yet installed) is ``placement-missing``.
+Controllers are judged as their pods will be, as admission judges them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from webhook.audit.stored import as_admitted, controller_of, metadata
+from webhook.check.runner import Status, engine_failure, verdict
+from webhook.engine import Decision, Violation, evaluate
+from webhook.engine.cluster import Cluster
+from webhook.engine.workload import classify
+from webhook.policy.compiled import Policy
+
+if TYPE_CHECKING:
+    from webhook.audit.baseline import Change
+
+
+NOT_GPU = "not-gpu"  # neither intent nor GPU resources: nothing the webhook judges
+NOT_INTERCEPTED = "not-intercepted"  # in a namespace the webhook configurations exclude
+MIRROR_POD = "mirror-pod"  # a static pod's mirror, written by the kubelet
+
+
+@dataclass(slots=True)
+class Judged:
+    """One object's verdict with what reports need to name it; ``status`` is SKIPPED when the object
+    is not GPU-relevant (such records are counted, never listed)."""
+
+    api_version: str
+    kind: str
+    namespace: str  # "" for a cluster-scoped object
+    name: str
+    uid: str
+    status: Status
+    violations: tuple[Violation, ...] = ()
+    owner: str = ""  # "ReplicaSet/web-5d8f" or "Deployment/web (via ReplicaSet/web-5d8f)"
+    message: str = ""  # why an object could not be judged
+    patch: tuple[str, ...] | None = None  # the CREATE mutation, as compact JSON ops (--baseline only)
+    placements: tuple[str, ...] = ()  # "template: pool P, class C, resources …" (--baseline only)
+    skip: str = ""  # why a SKIPPED object was not judged: not-gpu, not-intercepted, mirror-pod
+    change: Change | None = None  # --baseline: the verdict under the old policy and what changed
+
+    @property
+    def label(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.namespace}/{self.label}" if self.namespace else self.label
+
+
+def identity(obj: dict[str, Any]) -> tuple[str, str, str, str, str]:
+    """(apiVersion, kind, namespace, name, uid) of a stored object."""
+    meta = metadata(obj)
+    return (
+        str(obj.get("apiVersion") or ""),
+        str(obj.get("kind") or ""),
+        str(meta.get("namespace") or ""),
+        str(meta.get("name") or meta.get("generateName") or ""),
+        str(meta.get("uid") or ""),
+    )
+
+
+def judge(
+    policy: Policy,
+    obj: dict[str, Any],
+    *,
+    cluster: Cluster,
+    namespace_labels: dict[str, str] | None,
+    mutation: bool = False,
+) -> Judged:
+    """The validating judgement of ``obj`` as stored; with ``mutation``, also what the mutating webhook
+    would change in it now and where its templates land (for ``--baseline``'s "mutated differently")."""
+    api_version, kind, namespace, name, uid = identity(obj)
+    owner = controller_of(obj)
+    out = Judged(
+        api_version, kind, namespace, name, uid, Status.SKIPPED, owner=f"{owner[0]}/{owner[1]}" if owner else "",
+        skip=NOT_GPU,
+    )
+    if classify(obj, policy) is None:
+        return out
+    admitted = as_admitted(obj)
+    try:
+        decision = _create(policy, admitted, namespace, namespace_labels, cluster, as_received=True, details=mutation)
+        if not decision.relevant:
+            return out
+        out.skip = ""
+        out.status = verdict(decision)
+        out.violations = decision.violations
+        if mutation:
+            out.placements = tuple(
+                f"{p.template or 'pod'}: class {p.class_name}, pool {p.pool}, "
+                + ", ".join(f"{k}={v}" for k, v in sorted(p.resources.items()))
+                for p in decision.placements
+            )
+            out.patch = _mutation(policy, admitted, namespace, namespace_labels, cluster)
+    except Exception as exc:  # an engine bug must not hide the rest of the cluster
+        out.status, out.skip, out.message = Status.ENGINE_ERROR, "", engine_failure(exc)
+    return out
+
+
+def _create(
+    policy: Policy,
+    obj: dict[str, Any],
+    namespace: str,
+    labels: dict[str, str] | None,
+    cluster: Cluster,
+    **options: bool,
+) -> Decision:
+    """``evaluate`` of ``obj`` as a CREATE in its namespace (``options``: how it is judged)."""
+    ns = namespace or None
+    return evaluate(policy, obj, operation="CREATE", namespace=ns, namespace_labels=labels, cluster=cluster, **options)
+
+
+def _mutation(
+    policy: Policy, obj: dict[str, Any], namespace: str, labels: dict[str, str] | None, cluster: Cluster
+) -> tuple[str, ...]:
+    """The patch ``/mutate`` would answer for this object if it were created now (empty for kinds the
+    webhook only validates, and for an object our mutation already shaped)."""
+    import orjson
+
+    decision = _create(policy, obj, namespace, labels, cluster, validate=False, details=False)
+    return tuple(orjson.dumps(op, option=orjson.OPT_SORT_KEYS).decode() for op in decision.patch)
