@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.engine.grants import GrantKeys
 from webhook.server import metrics
 from webhook.server.admission import Admitter
 from webhook.server.logs import server_log
@@ -30,6 +31,7 @@ class Runtime:
     claims: Any = None  # webhook.server.claim_watch.ClaimObjects, when DRA objects are watched
     nodes: Any = None  # webhook.server.node_watch.NodeObjects, when Nodes are watched
     geometry_interval: float = 15.0  # seconds between publishing the pools' geometry gauge
+    grant_keys: GrantKeys | None = None  # exception grants' HMAC keys (serve --grant-key)
     admitter: Admitter = field(init=False)
     _tickers: list[Ticker] = field(default_factory=list, init=False)
     _said: tuple[str, ...] | None = field(default=None, init=False)  # the last readiness answer, logged
@@ -40,6 +42,7 @@ class Runtime:
             self.namespaces,
             engine_deadline=self.engine_deadline,
             cluster=self._cluster_view(),
+            grant_keys=self.grant_keys,
         )
 
     def _cluster_view(self) -> Any:
