@@ -21,7 +21,16 @@ import jsonpatch
 import pytest
 
 from tests.engine.test_exceptions import GRANT, POLICY_DIR, a_deployment, a_pod, pod_of, replicaset_of
-from tests.server.support import ROOT, ApiserverClient, ServerProcess, check_response, patch_ops, review, serve_args
+from tests.server.support import (
+    ROOT,
+    ApiserverClient,
+    ServerProcess,
+    check_response,
+    eventually,
+    patch_ops,
+    review,
+    serve_args,
+)
 
 pytestmark = pytest.mark.server
 
@@ -118,7 +127,11 @@ def test_the_chain_deployment_replicaset_pod(client, server):
     assert server.metric("gpu_admission_exception_uses_total", exception="dcgm-diag", rule="privileged-gpu") == (
         before + 1
     )
-    (line,) = [d for d in server.decisions("exception-chain-pod") if d["endpoint"] == "validate"]
+    def validate_lines() -> list[dict[str, Any]]:  # the /mutate line may be written before this one
+        return [d for d in server.decisions("exception-chain-pod") if d["endpoint"] == "validate"]
+
+    eventually(lambda: bool(validate_lines()), what="the /validate decision line")
+    (line,) = validate_lines()
     assert line["exceptions"] == {"dcgm-diag": ["privileged-gpu", "raw-gpu-request"]}
 
     # the garbage collector orphans it (UPDATE without the owner reference): nothing new, admitted
