@@ -271,6 +271,9 @@ def iter_chunk_documents(
         except yaml.YAMLError as exc:
             yield syntax_problem(exc, line, chunk)
             continue
+        except ValueError as exc:  # a plain scalar YAML reads as a date or time that is none (2026-13-01)
+            yield SyntaxProblem(line, 1, f"invalid value in this document: {exc} (dates are YYYY-MM-DD)")
+            continue
         yield Document(data=data, node=node, line=line, text=chunk)
 
 

@@ -141,8 +141,10 @@ def review(
     old: dict[str, Any] | None = None,
     dry_run: bool = False,
     uid: str | None = None,
+    user_info: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """An AdmissionReview as the apiserver sends it (request.kind/resource filled from the object)."""
+    """An AdmissionReview as the apiserver sends it (request.kind/resource filled from the object);
+    ``user_info`` is ``request.userInfo`` (default: user alice, group system:authenticated)."""
     api_version = (obj or old or {}).get("apiVersion", "v1")
     group, _, version = api_version.rpartition("/")
     kind = (obj or old or {}).get("kind", "Pod")
@@ -152,7 +154,7 @@ def review(
         "resource": {"group": group, "version": version, "resource": kind.lower() + "s"},
         "requestKind": {"group": group, "version": version, "kind": kind},
         "operation": operation,
-        "userInfo": {"username": "alice", "groups": ["system:authenticated"]},
+        "userInfo": user_info or {"username": "alice", "groups": ["system:authenticated"]},
         "object": obj,
         "oldObject": old,
         "dryRun": dry_run,

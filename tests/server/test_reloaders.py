@@ -208,3 +208,25 @@ def test_client_ca_requires_client_certificates(tmp_path: Path):
     client_ca, _, _ = make_client_pki(tmp_path / "client")
     ctx = sock.ssl_context(_config(pair.cert, pair.key, CertReloader(), client_ca))
     assert ctx.verify_mode == ssl.CERT_REQUIRED
+
+
+def test_exception_expiry_gauges_follow_reloads(tmp_path: Path):
+    """Each exception's expiry day is a gauge; one a reload removes goes to 0 (GPUAdmissionExceptionExpiring)."""
+    from tests.engine.test_exceptions import POLICY_DIR
+
+    for name in ("platform.yaml", "exceptions.yaml"):
+        (tmp_path / name).write_text((POLICY_DIR / name).read_text())
+    store = PolicyStore.load(tmp_path)
+
+    def expiry(exception: str, owner: str = "platform-team") -> float | None:
+        return REGISTRY.get_sample_value(
+            "gpu_admission_exception_expiry_timestamp_seconds", {"exception": exception, "owner": owner}
+        )
+
+    assert expiry("dcgm-diag") == datetime(2027, 1, 31, tzinfo=UTC).timestamp()
+    text = (tmp_path / "exceptions.yaml").read_text()
+    cut = text.index("    - name: nightly-only")
+    (tmp_path / "exceptions.yaml").write_text(text[:cut].replace("expires: 2027-01-31", "expires: 2027-03-01"))
+    assert store.check()
+    assert expiry("dcgm-diag") == datetime(2027, 3, 1, tzinfo=UTC).timestamp()
+    assert expiry("nightly-only") == 0

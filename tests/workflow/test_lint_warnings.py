@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import textwrap
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,6 +14,8 @@ from tests.workflow.conftest import line_of, write_policy
 from webhook.policy.lint import WARNING_CODES
 
 HEAD = "apiVersion: gpu-admission.io/v1\nkind: GPUPolicy\nspec:\n"
+# three days after today (UTC, the CLI's clock): within the week lint warns ahead, whatever the day
+SOON = (datetime.now(UTC).date() + timedelta(days=3)).isoformat()
 
 
 def spec(body: str) -> str:
@@ -382,6 +385,88 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "class 'infer' allows device taint 'example.com/resrved', which is neither built in nor declared",
         "declare it under spec.deviceTaints",
     ),
+    "exception-expired": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes: {infer: {pools: [a100]}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            exceptions:
+              - name: old-diag
+                rules: [privileged-gpu]
+                namespaces: {matchLabels: {team: diag}}
+                subjects: [{kind: User, name: ci-bot}]
+                expires: 2020-01-31
+                reason: diagnostics
+                owner: platform
+            """
+        ),
+        "expires: 2020-01-31",
+        "exception 'old-diag' expired on 2020-01-31 and no longer applies",
+        "remove it, or set a new expires date",
+    ),
+    "exception-expiring": (
+        spec(
+            f"""\
+            pools: {{a100: {{gpuModel: A100-40GB, gpusPerNode: 8}}}}
+            classes: {{infer: {{pools: [a100]}}}}
+            namespaces: [{{selector: {{}}, classes: [infer]}}]
+            exceptions:
+              - name: soon
+                rules: [gang-required]
+                namespaces: {{matchLabels: {{team: ml}}}}
+                subjects: [{{kind: Group, name: ml}}]
+                expires: {SOON}
+                reason: migrating to gangs
+                owner: ml-team
+            """
+        ),
+        f"expires: {SOON}",
+        f"exception 'soon' expires on {SOON}",
+        "fix the workloads it covers, or renew it",
+    ),
+    "exception-every-namespace": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes: {infer: {pools: [a100]}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            exceptions:
+              - name: everywhere
+                rules: [privileged-gpu]
+                namespaces: {}
+                subjects: [{kind: ServiceAccount, namespace: gpu-operator, name: dcgm}]
+                expires: 2099-01-31
+                reason: the DCGM exporter runs in every namespace
+                owner: platform
+            """
+        ),
+        "namespaces: {}",
+        "exception 'everywhere' applies in every namespace",
+        "select the namespaces it is for",
+    ),
+    "exception-subject-exposed": (
+        spec(
+            """\
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes: {infer: {pools: [a100]}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            exceptions:
+              - name: team-pipeline
+                rules: [privileged-gpu]
+                namespaces: {matchLabels: {kubernetes.io/metadata.name: ml}}
+                subjects:
+                  - {kind: User, name: ci-bot}
+                  - {kind: ServiceAccount, namespace: ml, name: deployer}
+                expires: 2099-01-31
+                reason: the team's own pipeline
+                owner: ml-team
+            """
+        ),
+        "{kind: ServiceAccount, namespace: ml, name: deployer}",
+        "exception 'team-pipeline' names ServiceAccount ml/deployer, and its namespace is one the exception applies",
+        "keep the pipeline's service account in a namespace only the platform",
+    ),
 }
 
 
@@ -444,3 +529,51 @@ def test_warning_codes_are_documented():
     doc = (ROOT / "docs" / "policy.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `([a-z-]+)` \|", doc, re.MULTILINE))
     assert set(WARNING_CODES) <= documented
+
+
+@pytest.mark.parametrize(
+    ("today", "codes", "phrase"),
+    [
+        ("2027-01-23", set(), ""),  # eight days ahead: quiet
+        ("2027-01-24", {"exception-expiring"}, "expires on 2027-01-31 (in 7 days)"),
+        ("2027-01-30", {"exception-expiring"}, "(in 1 day)"),
+        ("2027-01-31", {"exception-expired"}, "expired on 2027-01-31 and no longer applies"),  # the day itself
+        ("2027-06-01", {"exception-expired"}, "expired on 2027-01-31"),
+    ],
+)
+def test_exception_expiry_at_a_fixed_date(today, codes, phrase):
+    """(``render-needed`` is there whatever the day: see the next test.)"""
+    from datetime import date
+
+    from webhook.policy.lint import lint_texts
+
+    text = spec(
+        """\
+        pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+        classes: {infer: {pools: [a100]}}
+        namespaces: [{selector: {}, classes: [infer]}]
+        exceptions:
+          - name: diag
+            rules: [privileged-gpu]
+            namespaces: {matchLabels: {team: diag}}
+            subjects: [{kind: User, name: ci-bot}]
+            expires: 2027-01-31
+            reason: diagnostics
+            owner: platform
+        """
+    )
+    found = lint_texts([("policy.yaml", text)], today=date.fromisoformat(today))
+    findings = [f for f in found if f.code != "render-needed"]
+    assert {f.code for f in findings} == codes
+    if phrase:
+        (finding,) = findings
+        assert phrase in finding.issue.message and finding.issue.line == line_of(text, "expires: 2027-01-31")
+
+
+def test_a_policy_with_exceptions_needs_a_render(cli, tmp_path):
+    """The shipped webhook configurations send no controller kinds to /mutate, where grants are written."""
+    from tests.engine.test_exceptions import POLICY_DIR
+
+    run = cli("policy", "lint", POLICY_DIR)
+    (line,) = [x for x in run.out.splitlines() if "[render-needed]" in x]
+    assert line.startswith(f"{POLICY_DIR / 'exceptions.yaml'}:5:") and "the policy has exceptions" in line

@@ -107,6 +107,8 @@ def test_policy_doc_has_the_required_sections():
         "## 3. How a request is resolved",
         "### Rule catalogue",
         "### Changing an action",
+        "### Exceptions",
+        "#### The trust chain through controllers",
         "## 7. Change a policy safely",
     ):
         assert heading in text

@@ -14,7 +14,7 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-_RULE = re.compile(r"^rule (\S+): (pass|deny|warn|audit|off)(?:: (.*))?$")
+_RULE = re.compile(r"^rule (\S+): (pass|deny|warn|audit|off)(?: \(exception ([^)]+)\))?(?:: (.*))?$")
 _STEPS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("namespace", re.compile(r"^namespace (.*)$")),
     ("class", re.compile(r"^(.*?): class (.*)$")),
@@ -28,6 +28,7 @@ _STEPS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("scheduling", re.compile(r"^scheduling:? (.*)$")),
     ("patch", re.compile(r"^patch: (.*)$")),
     ("malformed", re.compile(r"^malformed: (.*)$")),
+    ("exceptions", re.compile(r"^(exception .*)$")),
 )
 WIDTH = 100
 
@@ -36,14 +37,17 @@ WIDTH = 100
 class Trace:
     steps: list[tuple[str, str]] = field(default_factory=list)  # (step, text) in engine order
     passed: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str, str]] = field(default_factory=list)  # (rule, action, message)
+    failed: list[tuple[str, str, str, str | None]] = field(default_factory=list)  # (rule, action, message, exception)
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "steps": [{"step": s, "text": t} for s, t in self.steps],
             "rules": {
                 "passed": self.passed,
-                "failed": [{"rule": r, "action": a, "message": m} for r, a, m in self.failed],
+                "failed": [
+                    {"rule": r, "action": a, "message": m, **({"exception": e} if e else {})}
+                    for r, a, m, e in self.failed
+                ],
             },
         }
 
@@ -57,11 +61,11 @@ def parse(lines: tuple[str, ...] | list[str]) -> Trace:
             if rules_at is None:
                 rules_at = len(trace.steps)
                 trace.steps.append(("rules", ""))
-            name, outcome, message = rule.groups()
+            name, outcome, exception, message = rule.groups()
             if outcome == "pass":
                 trace.passed.append(name)
             else:
-                trace.failed.append((name, outcome, message or ""))
+                trace.failed.append((name, outcome, message or "", exception))
             continue
         for step, pattern in _STEPS:
             found = pattern.match(line)
@@ -75,7 +79,7 @@ def parse(lines: tuple[str, ...] | list[str]) -> Trace:
         summary = f"{len(trace.passed)} of {total} passed"
         if trace.failed:
             counts: dict[str, int] = {}
-            for _, action, _ in trace.failed:
+            for _, action, _, _ in trace.failed:
                 counts[action] = counts.get(action, 0) + 1
             summary += ", " + ", ".join(f"{n} {a}" for a, n in counts.items())
         trace.steps[rules_at] = ("rules", summary)
@@ -103,11 +107,12 @@ def render(lines: tuple[str, ...] | list[str], indent: str = "    ") -> list[str
             rules_done = True
             summary = next(text for step, text in trace.steps if step == "rules")
             out.append(f"{pad}rules: {summary}")
-            for rule, action, message in trace.failed:
+            for rule, action, message, exception in trace.failed:
+                via = f" [exception {exception}]" if exception else ""
                 out.extend(
                     sub + part
                     for part in textwrap.wrap(
-                        f"{action:<5} {rule}: {message}",
+                        f"{action:<5} {rule}: {message}{via}",
                         WIDTH - len(sub),
                         subsequent_indent="      ",
                         break_on_hyphens=False,  # label keys (gpu-admission.io/workload) stay whole

@@ -218,6 +218,7 @@ def result_dict(r: CheckResult, options: Options) -> dict[str, Any]:
                 "path": v.path,
                 "message": v.message,
                 "line": r.line_of(v.path),
+                **({"exception": v.exception} if v.exception else {}),
             }
             for v in d.violations
         ]

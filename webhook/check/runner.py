@@ -6,6 +6,7 @@ import contextlib
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import date
 from enum import StrEnum
 from typing import Any
 
@@ -17,6 +18,7 @@ from webhook.engine import Decision, evaluate
 from webhook.engine.claim_object import is_claim_object
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.decision import Action
+from webhook.engine.requester import Requester
 from webhook.engine.workload import classify
 from webhook.policy.compiled import Policy
 
@@ -108,12 +110,15 @@ def check_sources(
     explain: bool = False,
     cluster: Cluster = EMPTY_CLUSTER,
     old: OldObjects | None = None,
+    requester: Requester | None = None,
+    today: date | None = None,
 ) -> Iterator[CheckResult]:
     """One result per document, as each is judged: nothing is kept once the caller has it.
 
     ``old`` holds the objects UPDATEs replace (``--old``): a document paired with one is judged as
-    that UPDATE, the way the server's ``/validate`` judges it."""
-    judge = _Judge(policy, namespaces, explain, cluster, old)
+    that UPDATE, the way the server's ``/validate`` judges it. ``requester`` (``--as``) and ``today``
+    decide which policy exceptions hold, as the server's ``userInfo`` and clock do."""
+    judge = _Judge(policy, namespaces, explain, cluster, old, requester, today)
     for source in sources:
         if source.error is not None:
             yield CheckResult(source.name, 0, Status.ERROR, message=source.error)
@@ -140,6 +145,8 @@ class _Judge:
     explain: bool
     cluster: Cluster
     old: OldObjects | None = None
+    requester: Requester | None = None
+    today: date | None = None
 
     def chunks(self, name: str, chunks: Iterable[tuple[int, str]]) -> Iterator[CheckResult]:
         for item in yamlpos.iter_chunk_documents(chunks, with_nodes=False):
@@ -162,7 +169,17 @@ class _Judge:
     ) -> CheckResult:
         try:
             return _check_object(
-                self.policy, file, doc, obj, prefix, self.namespaces, self.explain, self.cluster, self.old
+                self.policy,
+                file,
+                doc,
+                obj,
+                prefix,
+                self.namespaces,
+                self.explain,
+                self.cluster,
+                self.old,
+                self.requester,
+                self.today,
             )
         except Exception as exc:  # an engine bug must not hide the other documents
             line = doc.line
@@ -189,6 +206,8 @@ def _check_object(
     explain: bool,
     cluster: Cluster = EMPTY_CLUSTER,
     old: OldObjects | None = None,
+    requester: Requester | None = None,
+    today: date | None = None,
 ) -> CheckResult:
     line = doc.line if not prefix else _position(doc, prefix).line
     if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
@@ -237,6 +256,8 @@ def _check_object(
         old_object=previous,
         explain=explain,
         cluster=cluster,
+        requester=requester,
+        today=today,
     )
     if not decision.relevant:
         result = CheckResult(

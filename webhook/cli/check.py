@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from datetime import UTC, date, datetime
 from typing import Any
 
 import yaml
@@ -16,6 +17,7 @@ from webhook.check.progress import Progress
 from webhook.check.runner import Namespaces, check_sources
 from webhook.cli.policy_dir import HELP as POLICY_HELP
 from webhook.cli.policy_dir import default_policy_dir
+from webhook.engine.requester import Requester
 from webhook.namespace_labels import read_namespace_file
 from webhook.policy import PolicyError, load_policy
 
@@ -72,6 +74,19 @@ def register(sub: Any) -> None:
         help="the objects being replaced: a checked document with the same apiVersion, kind, namespace and "
         "name is judged as an UPDATE of it (as /validate judges it); a file or directory, repeatable",
     )
+    p.add_argument(
+        "--as",
+        dest="as_user",
+        metavar="USER[,GROUP…]",
+        help="judge the manifests as this requester would be at admission (the pipeline that applies them): "
+        "policy exceptions for the user or its groups apply; ServiceAccounts as "
+        "system:serviceaccount:NS:NAME",
+    )
+    p.add_argument(
+        "--date",
+        metavar="YYYY-MM-DD",
+        help="the day exceptions are judged on (default: today, UTC): see what an expiry will change",
+    )
     p.add_argument("-o", "--output", choices=sorted(WRITERS), default="text")
     p.add_argument("--diff", action="store_true", help="show what the webhook would change (text output)")
     p.add_argument("--explain", action="store_true", help="show the decision trace for each object")
@@ -97,6 +112,17 @@ def run(args: argparse.Namespace) -> int:
         for issue in exc.issues:
             print(f"  {issue.render()}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    try:
+        requester = Requester.parse(args.as_user) if args.as_user is not None else None
+    except ValueError as exc:
+        print(f"gpu-admission: --as: {exc} (e.g. --as system:serviceaccount:ci:deployer,ci-group)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        today = date.fromisoformat(args.date) if args.date else datetime.now(UTC).date()
+    except ValueError:
+        print(f"gpu-admission: --date: expected YYYY-MM-DD, got {args.date!r}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    args.requester, args.today = requester, today
     try:
         labels = read_namespace_file(args.namespaces) if args.namespaces is not None else {}
     except (OSError, ValueError, yaml.YAMLError) as exc:
@@ -138,7 +164,14 @@ def _check(
         counts = ", ".join(f"{v} {k}" for k, v in found.counts().items() if v)
         print(f"gpu-admission check: cluster context: {counts or 'none'}", file=sys.stderr)
     results = check_sources(
-        policy, sources, namespaces=namespaces, explain=args.explain, cluster=found.cluster(), old=old
+        policy,
+        sources,
+        namespaces=namespaces,
+        explain=args.explain,
+        cluster=found.cluster(),
+        old=old,
+        requester=args.requester,
+        today=args.today,
     )
     tally = Tally()
     options = Options(

@@ -16,6 +16,7 @@ import argparse
 import json
 import re
 import sys
+from datetime import UTC, datetime
 from io import StringIO
 from pathlib import Path
 from typing import Any
@@ -238,7 +239,7 @@ def run_lint(args: argparse.Namespace) -> int:
         except ContextError as exc:
             print(f"gpu-admission: --context: {exc}", file=sys.stderr)
             return 2
-    report = lint_path(args.dir, nodes)
+    report = lint_path(args.dir, nodes, datetime.now(UTC).date())
     out = sys.stdout
     if args.output == "json":
         json.dump({**report.as_dict(), "strict": args.strict, "exitCode": report.exit_code(args.strict)}, out, indent=2)
@@ -382,7 +383,7 @@ def run_render(args: argparse.Namespace) -> int:
     from webhook.policy import PolicyError, load_policy
     from webhook.policy.loader import policy_files
     from webhook.render import RenderOptions, render
-    from webhook.render.output import to_json, to_yaml
+    from webhook.render.output import HEADER, exception_notes, to_json, to_yaml
 
     err = sys.stderr
     if args.dir and args.policy_dir and args.dir != args.policy_dir:
@@ -451,5 +452,6 @@ def run_render(args: argparse.Namespace) -> int:
             return EXIT_UNUSABLE
     else:
         objects = render(policy, options)
-    sys.stdout.write(to_json(objects) if args.output == "json" else to_yaml(objects))
+    header = HEADER + exception_notes(policy)
+    sys.stdout.write(to_json(objects) if args.output == "json" else to_yaml(objects, header))
     return EXIT_OK

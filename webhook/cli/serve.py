@@ -85,6 +85,13 @@ def register(sub: Any) -> None:
         metavar="cluster|off|auto",
         choices=("cluster", "off", "auto"),
     )
+    opt(
+        "--grant-key",
+        None,
+        "HMAC key file for exception grants (one key per line, the first signs): without it pods that "
+        "controllers create never carry a policy exception",
+        metavar="FILE",
+    )
     opt("--kubeconfig", None, "kubeconfig for --namespaces cluster outside a pod")
     opt("--certs-dir", d.certs_dir, "where development certificates go", metavar="DIR")
     opt("--keepalive", d.keepalive, "idle keep-alive seconds", metavar="S", type=int)
@@ -173,6 +180,15 @@ def run(args: argparse.Namespace) -> int:
         if path and not os.path.isfile(path):
             return _fail(f"{flag} {path}: no such file")
 
+    grant_keys = None
+    if args.grant_key:
+        from webhook.server.grants import read_grant_keys
+
+        try:
+            grant_keys = read_grant_keys(args.grant_key)
+        except ValueError as exc:
+            return _fail(f"--grant-key: {exc}")
+
     cleanup = _multiproc_dir()
     # from here on prometheus_client may be imported (multiprocess mode is set up)
     from webhook.policy import PolicyError
@@ -250,6 +266,7 @@ def run(args: argparse.Namespace) -> int:
         tls=CertReloader(settings.cert_interval),
         policy_interval=settings.policy_interval,
         engine_deadline=settings.engine_deadline,
+        grant_keys=grant_keys,
     )
     AdmissionServer(settings, runtime, cleanup_dir=cleanup).run()
     return 0

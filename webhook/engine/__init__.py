@@ -3,5 +3,7 @@
 from webhook.engine.core import evaluate
 from webhook.engine.deadline import DeadlineExceeded
 from webhook.engine.decision import Action, Decision, Violation, WasteReport
+from webhook.engine.grants import GrantKeys
+from webhook.engine.requester import Requester
 
-__all__ = ["Action", "DeadlineExceeded", "Decision", "Violation", "WasteReport", "evaluate"]
+__all__ = ["Action", "DeadlineExceeded", "Decision", "GrantKeys", "Requester", "Violation", "WasteReport", "evaluate"]

@@ -8,6 +8,8 @@ from typing import Any
 from webhook.engine import reach
 from webhook.engine.claims import EXTENDED_RESOURCE_CLAIM, ClaimRequest, ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.exceptions import NONE as NO_EXCEPTIONS
+from webhook.engine.exceptions import Holding
 from webhook.engine.intent import Intent
 from webhook.engine.requester import Requester
 from webhook.engine.resolve import Failure, Resolution
@@ -125,6 +127,8 @@ class Context:
     gang: Gang | None = None
     mutated: dict[str, Any] | None = None
     cluster: Cluster = EMPTY_CLUSTER
+    excepted: Holding = NO_EXCEPTIONS
+    """Rules a policy exception covers in this evaluation (:func:`webhook.engine.exceptions.holding`)."""
     stored: bool = False
     """The rules judge the object as the apiserver will store it (``/validate`` of a CREATE we mutate):
     what our mutation should have set must already be there (``placement-missing``)."""

@@ -20,9 +20,11 @@ will be after mutation, at CREATE and UPDATE alike.
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from webhook.engine import claim_object, mutations, node_truth, reach, unknown_namespace
+from webhook.engine import exceptions as excepting
 from webhook.engine.claims import ClaimResolver
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.context import Context, Finding, TemplateState
@@ -64,6 +66,8 @@ def evaluate(
     cluster: Cluster = EMPTY_CLUSTER,
     deadline: float | None = None,
     requester: Requester | None = None,
+    today: date | None = None,
+    grant_keys: excepting.GrantKeys | None = None,
 ) -> Decision:
     """Decide one object. ``namespace`` defaults to the object's own, then ``default``.
 
@@ -100,6 +104,12 @@ def evaluate(
 
     ``requester`` is who sent the request (the server reads ``request.userInfo``); None offline. Rules
     about who may write something (the scheduler's claim marker) read it.
+
+    ``requester`` (the review's ``userInfo``, ``check --as``), ``today`` (the UTC date) and ``grant_keys``
+    (the webhook's HMAC keys) decide which policy exceptions hold (:mod:`webhook.engine.exceptions`).
+    Without a date no exception applies; without keys no grant is written or honoured. With keys and
+    ``validate=False`` (``/mutate``) the patch also writes or removes the grants of pod templates, at
+    CREATE and UPDATE, for every kind with templates but Pods.
 
     A ResourceClaim or ResourceClaimTemplate is judged on its own (:mod:`webhook.engine.claim_object`).
     """
@@ -216,6 +226,9 @@ def evaluate(
         g = ctx.gang
         trace.append(f"gang: backend {g.backend.value}, {g.size} pod(s)" + (f", name {g.name}" if g.name else ""))
 
+    view = None
+    if policy.spec.exceptions and today is not None:
+        view = _object_view(obj, str(display_kind), str(ns), meta, states, kind_name(kind) == "Pod")
     patch = PatchBuilder(obj)
     if device_only:
         if not (kind.mutate and (operation == "UPDATE" or as_received)):
@@ -228,8 +241,24 @@ def evaluate(
         mutations.mutate(ctx, patch)
     ctx.mutated = patch.doc
     past_deadline(deadline, "mutation")
+    emits_patch = operation == "CREATE" and kind.mutate
+    grant_ops: tuple[dict[str, Any], ...] = ()
+    if view is not None and grant_keys is not None and not validate and not view.is_pod:
+        grant_ops = _grant_ops(ctx, view, patch if emits_patch else PatchBuilder(obj), requester, today, grant_keys)
     violations: tuple[Violation, ...] = ()
     if validate:
+        if view is not None:
+            ctx.excepted = excepting.holding(
+                policy,
+                view,
+                labels,
+                requester=requester,
+                today=today,
+                keys=grant_keys,
+                judged_as_stored=as_received,
+            )
+            if trace is not None:
+                trace.extend(ctx.excepted.trace)
         for state in states:
             if not patch.ops:  # nothing changed (every /validate of an object we mutated): same view
                 state.after_tpl, state.after = state.tpl, state.resources
@@ -256,9 +285,10 @@ def evaluate(
                 cluster=cluster,
                 deadline=deadline,
                 requester=requester,
+                today=today,
+                grant_keys=grant_keys,
             )
             violations = _introduced(violations, before.violations, trace)
-    emits_patch = operation == "CREATE" and kind.mutate
     if trace is not None:
         trace.append(
             f"patch: {len(patch.ops)} operation(s)"
@@ -268,7 +298,7 @@ def evaluate(
         kind=str(display_kind),
         name=name,
         operation=operation,
-        patch=tuple(patch.ops) if emits_patch else (),
+        patch=tuple(patch.ops) if emits_patch else grant_ops,
         violations=violations,
         explanation=tuple(trace or ()),
         mutated=patch.doc if emits_patch else obj,
@@ -296,8 +326,8 @@ def _introduced(
     had is not the update's doing. Done once here rather than in each rule, so a new rule gets it."""
     if not before:
         return now
-    known = {(v.rule, v.path, v.message) for v in before}
-    kept = tuple(v for v in now if (v.rule, v.path, v.message) not in known)
+    known = {(v.rule, v.path, v.message, v.exception) for v in before}  # excepted before is not excepted now
+    kept = tuple(v for v in now if (v.rule, v.path, v.message, v.exception) not in known)
     if trace is not None and len(kept) != len(now):
         trace.append(f"update: {len(now) - len(kept)} violation(s) already true of oldObject, not reported")
     return kept
@@ -551,6 +581,7 @@ def _run_rules(
     out: list[Violation] = []
     seen: set[tuple[str, str, str]] = set()
     known = rule_facts(ctx) if ctx.trace is None else None  # --explain runs (and reports) every rule
+    excepted, notes = ctx.excepted.by_rule, ctx.excepted.notes
     for rule in RULES.values():
         if POD not in rule.subjects or (only is not None and rule.id not in only):
             continue
@@ -566,14 +597,77 @@ def _run_rules(
                 continue
             seen.add(key)
             action = effective_action(policy, finding.rule, ctx.namespace_labels, finding.class_name)
-            if ctx.trace is not None:
-                ctx.trace.append(f"rule {finding.rule}: {action.value}: {finding.message}")
             if action is Action.OFF:
+                if ctx.trace is not None:
+                    ctx.trace.append(f"rule {finding.rule}: off: {finding.message}")
                 continue
-            out.append(Violation(finding.rule, action, finding.path, finding.message))
+            exception = excepted.get(finding.rule)
+            message = finding.message
+            if exception is not None:
+                action = Action.AUDIT  # admitted, on the record: the audit entry names the exception
+            elif finding.rule in notes:
+                message = f"{message} [{notes[finding.rule]}]"
+            if ctx.trace is not None:
+                via = f" (exception {exception})" if exception else ""
+                ctx.trace.append(f"rule {finding.rule}: {action.value}{via}: {finding.message}")
+            out.append(Violation(finding.rule, action, finding.path, message, exception))
         if ctx.trace is not None and not found:
             ctx.trace.append(f"rule {rule.id}: pass")
     return tuple(out)
+
+
+def _object_view(
+    obj: dict[str, Any],
+    kind: str,
+    namespace: str,
+    meta: dict[str, Any],
+    states: list[TemplateState],
+    is_pod: bool,
+) -> excepting.ObjectView:
+    """The object as exceptions see it; virtual templates (built from fields) carry no grant. Its name is
+    ``metadata.name`` only: a grant binds the name the object will have, which generateName does not say."""
+    nodes = tuple(
+        (s.tpl.path, obj if is_pod else {"metadata": s.tpl.metadata, "spec": s.tpl.spec})
+        for s in states
+        if not s.tpl.virtual
+    )
+    group = excepting.api_group(str(obj.get("apiVersion") or ""))
+    return excepting.ObjectView(kind, str(meta.get("name") or ""), namespace, meta, nodes, is_pod, group)
+
+
+def _grant_ops(
+    ctx: Context,
+    view: excepting.ObjectView,
+    patch: PatchBuilder,
+    requester: excepting.Requester | None,
+    today: date | None,
+    keys: excepting.GrantKeys,
+) -> tuple[dict[str, Any], ...]:
+    """JSON Patch operations that leave each pod template with exactly the grants it must carry, judged on
+    the template as it will be stored (after our own mutation, when we mutate the object)."""
+    key = excepting.grant_annotation(ctx.policy)
+    first = len(patch.ops)
+    if patch.ops:  # our mutation changed the object: the digest is of the mutated templates
+        nodes = tuple(
+            (s.tpl.path, {"metadata": t.metadata, "spec": t.spec})
+            for s in ctx.states
+            if not s.tpl.virtual
+            for t in (_template_at(patch.doc, s.tpl),)
+        )
+        view = excepting.ObjectView(view.kind, view.name, view.namespace, view.meta, nodes, view.is_pod, view.group)
+    wanted = excepting.grant_values(
+        ctx.policy, view, ctx.namespace_labels, requester=requester, today=today, keys=keys
+    )
+    for path, value in wanted:
+        at = (*path, "metadata", "annotations", key)
+        current = patch.get(at)
+        if value is None and current is not None:
+            patch.remove(at)
+        elif value is not None and value != current:
+            patch.set(at, value, overwrite=True)
+        if ctx.trace is not None and value != current:
+            ctx.explain(f"exception grant at {dotted(path) or 'pod'}: {'written' if value else 'removed'}")
+    return tuple(patch.ops[first:])
 
 
 def _waste(ctx: Context) -> WasteReport | None:

@@ -40,11 +40,15 @@ class Violation:
     action: Action
     path: str
     message: str
+    exception: str | None = None
+    """The policy exception that turned this finding into an ``audit`` entry (SPEC §14), if one did."""
 
     def render(self) -> str:
-        """``[rule-id] message (field path)`` — the denial message shape the API server shows users."""
+        """``[rule-id] message (field path)`` — the denial message shape the API server shows users; an
+        excepted finding ends with the exception's name, so the audit log says who allowed it."""
         where = f" ({self.path})" if self.path else ""
-        return f"[{self.rule}] {self.message}{where}"
+        excepted = f" [exception {self.exception}]" if self.exception else ""
+        return f"[{self.rule}] {self.message}{where}{excepted}"
 
     def warning(self) -> str:
         """An admission warning as kubectl shows it: rule id and the fix first, within 120 characters.
@@ -130,7 +134,21 @@ class Decision:
                 continue
             key = v.rule
             out[key] = f"{out[key]}; {v.render()}" if key in out else v.render()
+        used = self.exceptions
+        if used:
+            out["exceptions"] = "; ".join(f"{name}: {', '.join(rules)}" for name, rules in used.items())
         return out
+
+    @property
+    def exceptions(self) -> dict[str, tuple[str, ...]]:
+        """Exception name -> the rules it covered in this decision (in the order found)."""
+        out: dict[str, list[str]] = {}
+        for v in self.violations:
+            if v.exception is not None:
+                rules = out.setdefault(v.exception, [])
+                if v.rule not in rules:
+                    rules.append(v.rule)
+        return {name: tuple(rules) for name, rules in out.items()}
 
 
 @dataclass(frozen=True, slots=True)

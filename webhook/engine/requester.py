@@ -40,3 +40,11 @@ class Requester:
     @property
     def is_scheduler(self) -> bool:
         return self.username == SCHEDULER
+
+    @classmethod
+    def parse(cls, text: str) -> Requester:
+        """``USER[,GROUP…]`` (``check --as``): judge manifests as the pipeline that will apply them."""
+        parts = [p.strip() for p in text.split(",")]
+        if not parts or not parts[0] or any(not p for p in parts[1:]):
+            raise ValueError(f"expected USER[,GROUP…], got {text!r}")
+        return cls(parts[0], tuple(parts[1:]))

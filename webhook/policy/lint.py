@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,11 @@ WARNING_CODES: dict[str, str] = {
     "kind-path-unmatched": "a `workloadKinds` template path matches nothing in the entry's `sample`",
     "device-taint-unknown": "`allowedDeviceTaints` names a device taint that is neither built in nor in "
     "`spec.deviceTaints`: likely a typo, and the key it meant stays denied",
+    "exception-expired": "an exception's `expires` date has passed: it no longer applies; remove it or renew it",
+    "exception-expiring": "an exception expires within a week: what it allows will be denied again from that day",
+    "exception-every-namespace": "an exception's `namespaces` selector is `{}`: it applies in every namespace",
+    "exception-subject-exposed": "a ServiceAccount subject lives in a namespace the exception applies in: whoever "
+    "can create pods there can run one as it and use its token",
     "system-critical-allowed": "a class or namespace rule allows `system-node-critical`/`system-cluster-critical`: "
     "scheduling-not-allowed denies them on every GPU pod whatever the list says",
     **MEMORY_CODES,
@@ -145,8 +151,9 @@ class LintReport:
         }
 
 
-def lint_path(path: str | Path, nodes: Sequence[Mapping[str, Any]] = ()) -> LintReport:
-    """Read, load and lint a policy directory (or a single file); ``nodes`` from ``--context``."""
+def lint_path(path: str | Path, nodes: Sequence[Mapping[str, Any]] = (), today: date | None = None) -> LintReport:
+    """Read, load and lint a policy directory (or a single file); ``nodes`` from ``--context``, ``today``
+    dates the exception checks."""
     report = LintReport(str(path))
     try:
         files = policy_files(path)
@@ -165,7 +172,7 @@ def lint_path(path: str | Path, nodes: Sequence[Mapping[str, Any]] = ()) -> Lint
             report.findings.append(LintFinding(PolicyIssue(str(file), 0, 0, "", f"cannot read: {exc}")))
     if report.unreadable:
         return report
-    report.findings.extend(lint_texts(texts, nodes))
+    report.findings.extend(lint_texts(texts, nodes, today))
     report.findings.extend(_in_tree_stale(Path(path), texts))
     return report
 
@@ -209,14 +216,17 @@ def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFin
     return [LintFinding(issue, "render-needed")]
 
 
-def lint_texts(texts: Sequence[tuple[str, str]], nodes: Sequence[Mapping[str, Any]] = ()) -> list[LintFinding]:
-    """Loader errors if the policy does not load; otherwise the warnings on the loaded policy."""
+def lint_texts(
+    texts: Sequence[tuple[str, str]], nodes: Sequence[Mapping[str, Any]] = (), today: date | None = None
+) -> list[LintFinding]:
+    """Loader errors if the policy does not load; otherwise the warnings on the loaded policy. Without
+    ``today`` the exceptions' dates are not judged (the CLI passes the UTC date)."""
     try:
         policy = load_policy_texts(texts)
     except PolicyError as exc:
         return [LintFinding(i) for i in exc.issues]
     locator = Locator(texts)
-    findings = [LintFinding(w.at(locator), w.code) for w in policy_warnings(policy, nodes)]
+    findings = [LintFinding(w.at(locator), w.code) for w in policy_warnings(policy, nodes, today)]
     return sorted(findings, key=lambda f: (f.issue.file, f.issue.line, f.issue.column, f.code))
 
 
@@ -234,6 +244,7 @@ class Locator:
     def __init__(self, texts: Sequence[tuple[str, str]]):
         self._named: dict[tuple[str, str], tuple[str, yamlpos.Document]] = {}
         self._namespaces: list[tuple[str, yamlpos.Document, int]] = []
+        self._exceptions: list[tuple[str, yamlpos.Document, int]] = []
         self._settings: tuple[str, yamlpos.Document] | None = None
         self._first: tuple[str, yamlpos.Document] | None = None
         for file, text in texts:
@@ -251,6 +262,8 @@ class Locator:
                         self._named.setdefault((section, str(name)), (file, doc))
                 for index, _ in enumerate(spec.get("namespaces") or []):
                     self._namespaces.append((file, doc, index))
+                for index, _ in enumerate(spec.get("exceptions") or []):
+                    self._exceptions.append((file, doc, index))
 
     def locate(self, loc: Sequence[str | int]) -> tuple[str, yamlpos.Position, str]:
         """(file, position, dotted path as written in that file)."""
@@ -262,6 +275,10 @@ class Locator:
             if loc[1] < len(self._namespaces):
                 file, doc, index = self._namespaces[loc[1]]
                 source, path = (file, doc), ("spec", "namespaces", index, *loc[2:])
+        elif len(loc) > 1 and loc[0] == "exceptions" and isinstance(loc[1], int):
+            if loc[1] < len(self._exceptions):
+                file, doc, index = self._exceptions[loc[1]]
+                source, path = (file, doc), ("spec", "exceptions", index, *loc[2:])
         elif loc and loc[0] == "settings":
             source = self._settings
         source = source or self._first
@@ -289,9 +306,12 @@ class Warning_:
         return PolicyIssue(file, pos.line, pos.column, path, self.message, self.hint, "warning")
 
 
-def policy_warnings(policy: Policy, nodes: Sequence[Mapping[str, Any]] = ()) -> list[Warning_]:
+def policy_warnings(
+    policy: Policy, nodes: Sequence[Mapping[str, Any]] = (), today: date | None = None
+) -> list[Warning_]:
     """Every check, in a stable order; each is a generator so adding one is one function. ``nodes``
-    (``policy lint --context``) lets the pools be compared with what their nodes advertise."""
+    (``policy lint --context``) lets the pools be compared with what their nodes advertise; ``today``
+    dates the exceptions."""
     checks = (
         _unreachable_classes,
         _shadowed_namespace_rules,
@@ -318,7 +338,52 @@ def policy_warnings(policy: Policy, nodes: Sequence[Mapping[str, Any]] = ()) -> 
     for check in checks:
         out.extend(check(policy))
     out.extend(Warning_(code, loc, message, hint) for code, loc, message, hint in memory_warnings(policy, nodes))
+    out.extend(_exceptions(policy, today))
     return out
+
+
+EXPIRY_WARNING_DAYS = 7
+
+
+def _exceptions(policy: Policy, today: date | None) -> Iterator[Warning_]:
+    """Exceptions that stopped applying, stop within a week, or apply in every namespace."""
+    for index, exc in enumerate(policy.spec.exceptions):
+        if exc.namespaces == LabelSelector():
+            yield Warning_(
+                "exception-every-namespace",
+                ("exceptions", index, "namespaces"),
+                f"exception {exc.name!r} applies in every namespace ({{}}): its subjects may break "
+                f"{', '.join(exc.rules)} anywhere they can create objects",
+                "select the namespaces it is for, e.g. matchLabels: {kubernetes.io/metadata.name: NS}",
+            )
+        for s_index, subject in enumerate(exc.subjects):
+            if subject.namespace and exc.namespaces.matches({"kubernetes.io/metadata.name": subject.namespace}):
+                yield Warning_(
+                    "exception-subject-exposed",
+                    ("exceptions", index, "subjects", s_index),
+                    f"exception {exc.name!r} names ServiceAccount {subject.namespace}/{subject.name}, and its "
+                    f"namespace is one the exception applies in: anyone who may create pods in "
+                    f"{subject.namespace} can run a pod as that service account and send requests with its token",
+                    "keep the pipeline's service account in a namespace only the platform can create pods in",
+                )
+        if today is None:
+            continue
+        left = (exc.expires - today).days
+        if left <= 0:
+            yield Warning_(
+                "exception-expired",
+                ("exceptions", index, "expires"),
+                f"exception {exc.name!r} expired on {exc.expires.isoformat()} and no longer applies",
+                "remove it, or set a new expires date if it is still needed (and say why in reason)",
+            )
+        elif left <= EXPIRY_WARNING_DAYS:
+            yield Warning_(
+                "exception-expiring",
+                ("exceptions", index, "expires"),
+                f"exception {exc.name!r} expires on {exc.expires.isoformat()} (in {left} day{'s' * (left != 1)}): "
+                f"from that day {', '.join(exc.rules)} applies to {exc.owner}'s workloads again",
+                "fix the workloads it covers, or renew it with a new expires date",
+            )
 
 
 def _render_needed(policy: Policy) -> Iterator[Warning_]:
@@ -341,6 +406,15 @@ def _render_needed(policy: Policy) -> Iterator[Warning_]:
             f"settings.{field_name} ({shown}) is not the default the shipped webhook configurations "
             "match on: without a re-render, objects using it never reach the webhook",
             "re-run `gpu-admission policy render` and apply its output",
+        )
+    if policy.spec.exceptions:
+        yield Warning_(
+            "render-needed",
+            ("exceptions",),
+            "the policy has exceptions: the webhook writes their grants at /mutate of Deployments, Jobs and the "
+            "other controller kinds, which the shipped webhook configurations do not send there; without a "
+            "re-render the subjects' controller objects are denied (their pod templates lack the grant)",
+            "re-run `gpu-admission policy render` and apply its output; serve with --grant-key",
         )
     if settings.platform_group != shipped.platform_group:
         yield Warning_(

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ class _Merge:
     origin: dict[tuple[str, str], _Source] = field(default_factory=dict)  # (section, name) -> source
     namespaces: list[tuple[_Source, int]] = field(default_factory=list)
     workload_kinds: list[tuple[_Source, int]] = field(default_factory=list)
+    exceptions: list[tuple[_Source, int]] = field(default_factory=list)
     settings_source: _Source | None = None
 
 
@@ -239,6 +240,9 @@ def _merge(documents: list[tuple[_Source, PolicyDocument]], issues: list[PolicyI
         for index, value in enumerate(raw_spec.get("workloadKinds") or []):
             merge.workload_kinds.append((source, index))
             spec.setdefault("workloadKinds", []).append(value)
+        for index, value in enumerate(raw_spec.get("exceptions") or []):
+            merge.exceptions.append((source, index))
+            spec.setdefault("exceptions", []).append(value)
         del doc  # validated per document already; the merged dict is validated again as a whole
     merge.spec = spec
     return merge
@@ -267,6 +271,9 @@ def _merged_origin(merge: _Merge, loc: tuple[Any, ...]) -> tuple[_Source | None,
     if loc and loc[0] == "workloadKinds" and len(loc) > 1 and isinstance(loc[1], int):
         source, index = merge.workload_kinds[loc[1]]
         return source, ("spec", "workloadKinds", index, *loc[2:])
+    if loc and loc[0] == "exceptions" and len(loc) > 1 and isinstance(loc[1], int):
+        source, index = merge.exceptions[loc[1]]
+        return source, ("spec", "exceptions", index, *loc[2:])
     if loc and loc[0] == "settings":
         return merge.settings_source, ("spec", *loc)
     return None, ("spec", *loc)
@@ -432,6 +439,7 @@ def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> 
                         near(pname, spec.pools),
                     )
                 )
+    _check_exceptions(spec, merge, issues, near)
     for path, message, hint in _dra_problems(spec, models):
         issues.append(_issue_at(merge, path, message, hint))
     for rule_id, settings in spec.rules.items():
@@ -461,6 +469,65 @@ def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> 
                         near(cname, spec.classes),
                     )
                 )
+
+
+def _check_exceptions(
+    spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue], near: Callable[[str, Iterable[str]], str]
+) -> None:
+    """Exceptions that name no rule, an unknown rule, a rule that cannot be excepted, or nobody; and names
+    given twice (a grant and an audit entry name the exception, so the name must say which one)."""
+    from webhook.engine.rules import RULES
+
+    seen: dict[str, int] = {}
+    for index, exc in enumerate(spec.exceptions):
+        if exc.name in seen:
+            first = _issue_at(merge, ("exceptions", seen[exc.name]), "")
+            issues.append(
+                _issue_at(
+                    merge,
+                    ("exceptions", index, "name"),
+                    f"exception {exc.name!r} is already defined in {first.file}:{first.line}",
+                    "names must be unique across all policy files",
+                )
+            )
+        else:
+            seen[exc.name] = index
+        if not exc.rules:
+            issues.append(
+                _issue_at(
+                    merge, ("exceptions", index), f"exception {exc.name!r} names no rule", "list rule ids under rules:"
+                )
+            )
+        for i, rule_id in enumerate(exc.rules):
+            if rule_id in NOT_EXCEPTABLE:
+                issues.append(
+                    _issue_at(merge, ("exceptions", index, "rules", i), NOT_EXCEPTABLE[rule_id], "remove it from rules")
+                )
+            elif rule_id not in RULES:
+                issues.append(
+                    _issue_at(
+                        merge, ("exceptions", index, "rules", i), f"unknown rule id {rule_id!r}", near(rule_id, RULES)
+                    )
+                )
+        if not exc.subjects:
+            issues.append(
+                _issue_at(
+                    merge,
+                    ("exceptions", index),
+                    f"exception {exc.name!r} names no subject: it would apply to nobody, or be read as everybody",
+                    "add subjects: [{kind: User|Group|ServiceAccount, name: ..., namespace: ...}]",
+                )
+            )
+
+
+NOT_EXCEPTABLE: dict[str, str] = {
+    ENGINE_ERROR: "engine-error cannot be excepted: /validate never admits an object the engine did not judge",
+    "placement-missing": "placement-missing cannot be excepted: it catches the webhook's own mutation failing "
+    "open (or being undone), which no subject chooses; exempt namespaces with rules.placement-missing.exempt",
+    "malformed-object": "malformed-object cannot be excepted: an object the engine cannot read was not judged, "
+    "so nothing says which finding the exception would cover",
+}
+"""Rules no exception may name, and why (docs/policy.md "Exceptions" lists them)."""
 
 
 def _dra_problems(spec: PolicySpec, models: set[str]) -> list[tuple[tuple[Any, ...], str, str]]:

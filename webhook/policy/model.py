@@ -8,6 +8,7 @@ in the policy directory are merged into one ``PolicySpec`` by ``webhook.policy.l
 from __future__ import annotations
 
 import re
+from datetime import date
 from enum import StrEnum
 from typing import Annotated, Literal
 
@@ -582,6 +583,90 @@ class RuleSettings(Model):
     exempt: tuple[LabelSelector, ...] = ()
 
 
+# --- exceptions (SPEC §14) -------------------------------------------------------------------------
+
+
+class SubjectKind(StrEnum):
+    USER = "User"
+    GROUP = "Group"
+    SERVICE_ACCOUNT = "ServiceAccount"
+
+
+SERVICE_ACCOUNT_PREFIX = "system:serviceaccount:"
+
+
+class Subject(Model):
+    """Who an exception is for, spelled as an RBAC subject: a User or Group by name, a ServiceAccount by
+    namespace and name (matched as the username ``system:serviceaccount:<namespace>:<name>``, which is
+    how the apiserver names a service account's requests in ``userInfo``)."""
+
+    kind: SubjectKind = Field(description="User, Group or ServiceAccount")
+    name: str = Field(min_length=1, max_length=253, description="the user, group or service account name")
+    namespace: str | None = Field(None, description="ServiceAccount only: the service account's namespace")
+
+    @model_validator(mode="after")
+    def _namespace(self) -> Subject:
+        if self.kind is SubjectKind.SERVICE_ACCOUNT and not self.namespace:
+            raise ValueError(f"ServiceAccount subject {self.name!r} needs a namespace (as in an RBAC binding)")
+        if self.kind is not SubjectKind.SERVICE_ACCOUNT and self.namespace is not None:
+            raise ValueError(f"{self.kind.value} subjects are cluster-wide: remove namespace from {self.name!r}")
+        return self
+
+    @property
+    def ref(self) -> str:
+        """``User:alice``, ``Group:ci``, ``ServiceAccount:ns:name``: how a grant records who it was issued to."""
+        if self.kind is SubjectKind.SERVICE_ACCOUNT:
+            return f"{self.kind.value}:{self.namespace}:{self.name}"
+        return f"{self.kind.value}:{self.name}"
+
+    def matches(self, username: str, groups: tuple[str, ...]) -> bool:
+        if self.kind is SubjectKind.USER:
+            return username == self.name
+        if self.kind is SubjectKind.GROUP:
+            return self.name in groups
+        return username == f"{SERVICE_ACCOUNT_PREFIX}{self.namespace}:{self.name}"
+
+
+class PolicyException(Model):
+    """Let the named subjects break the named rules in the selected namespaces until ``expires``.
+
+    A finding an exception covers is admitted and reported as an ``audit`` entry naming it, never
+    dropped. ``kinds``/``names`` narrow it to some objects: for a pod created by a controller they are
+    matched against the controller the exception was granted at (docs/policy.md "Exceptions")."""
+
+    name: Name = Field(description="unique across the policy files: audit entries, metrics and grants name it")
+    rules: tuple[str, ...] = Field((), description="rule ids the exception lets the subjects break")
+    namespaces: LabelSelector = Field(description="namespaces it applies in (a label selector; {} = every namespace)")
+    kinds: tuple[str, ...] = Field((), description="object kinds it applies to (Deployment, Job, Pod…); default: all")
+    names: tuple[str, ...] = Field((), description="object names it applies to; default: all")
+    subjects: tuple[Subject, ...] = Field((), description="who may use it (RBAC-style User, Group, ServiceAccount)")
+    expires: date = Field(description="the day it stops applying (YYYY-MM-DD, UTC)")
+    reason: str = Field(min_length=1, description="why, for the record (audit entries and reports quote the name)")
+    owner: str = Field(min_length=1, description="who answers for it (a team, a person, a ticket)")
+
+    def active(self, today: date) -> bool:
+        """Applies up to the day before ``expires``: on that day (UTC) it has stopped."""
+        return today < self.expires
+
+
+DEFAULT_CONTROLLERS: tuple[str, ...] = (
+    *(
+        f"{SERVICE_ACCOUNT_PREFIX}kube-system:{name}"
+        for name in (
+            "replicaset-controller",
+            "deployment-controller",
+            "job-controller",
+            "cronjob-controller",
+            "statefulset-controller",
+            "daemon-set-controller",
+        )
+    ),
+    "system:kube-controller-manager",  # a controller manager run without --use-service-account-credentials
+)
+"""Who creates the built-in kinds' pods and child objects (kube-controller-manager, one service account per
+controller with ``--use-service-account-credentials``, the kubeadm default)."""
+
+
 class Settings(Model):
     prefix: Annotated[str, AfterValidator(lambda v: _label_key(v + "/x") and v)] = "gpu-admission.io"
     waste_fraction: float = Field(0.5, gt=0, le=1, description="whole-gpu-waste threshold")
@@ -603,6 +688,11 @@ class Settings(Model):
         min_length=1,
         max_length=253,
         description="the group whose members may set, change or remove the namespace labels the policy selects on",
+    )
+    controllers: tuple[str, ...] = Field(
+        default=DEFAULT_CONTROLLERS,
+        description="usernames of the controllers that create objects from a pod template (kube-controller-manager's "
+        "service accounts, operators'): an exception grant on an object is honoured only when one of them creates it",
     )
     gpu_resource_prefixes: tuple[str, ...] = Field(
         alias="gpuResourcePrefixes",
@@ -640,6 +730,10 @@ class PolicySpec(Model):
     rules: dict[str, RuleSettings] = Field(default_factory=dict)
     priority_classes: dict[Name, PriorityClassSpec] = Field(
         default_factory=dict, description="PriorityClasses `policy render` creates for the classes that name them"
+    )
+    exceptions: tuple[PolicyException, ...] = Field(
+        (),
+        description="named, expiring permissions for a subject to break a rule (SPEC §14; docs/policy.md Exceptions)",
     )
     workload_kinds: tuple[WorkloadKindSpec, ...] = Field(
         (),

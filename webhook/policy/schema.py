@@ -71,11 +71,43 @@ FIELDS: dict[str, dict[str, Any]] = {
             "PriorityClasses `gpu-admission policy render` creates, by name (the ones classes name)",
             "priorityClasses: {gpu-training: {value: 50000}}",
         ),
+        "exceptions": (
+            "named, expiring permissions for subjects to break rules; reported as audit entries (see Exceptions)",
+            "exceptions: [{name: dcgm-diag, rules: [privileged-gpu], namespaces: {}, "
+            "subjects: [{kind: User, name: ci-bot}], expires: '2027-01-31', reason: diagnostics, owner: platform}]",
+        ),
         "workloadKinds": (
             "the platform's own workload CRDs, described like the built-in kinds",
             "workloadKinds: [{apiVersion: example.com/v1, kind: TrainRun, mutate: true, "
             "templates: [{path: 'spec.workers[*].template'}]}]",
         ),
+    },
+    "PolicyException": {
+        "": "Lets the subjects break the rules in the selected namespaces until `expires` (docs: Exceptions).",
+        "name": ("unique name; audit entries, metrics and grants name it", "name: dcgm-diag"),
+        "rules": (
+            "rule ids it covers (not engine-error, placement-missing, malformed-object)",
+            "rules: [privileged-gpu]",
+        ),
+        "namespaces": ("label selector of the namespaces it applies in; `{}` = every one", "namespaces: {}"),
+        "kinds": (
+            "object kinds it applies to (for pods of a controller: the controller's kind)",
+            "kinds: [Deployment]",
+        ),
+        "names": ("object names it applies to (for pods of a controller: the controller's name)", "names: [dcgm]"),
+        "subjects": (
+            "who may use it, as RBAC subjects: `User`, `Group`, `ServiceAccount` (with `namespace`)",
+            "subjects: [{kind: ServiceAccount, namespace: ci, name: deployer}]",
+        ),
+        "expires": ("the day (UTC) it stops applying; lint warns a week ahead", "expires: '2027-01-31'"),
+        "reason": ("why it exists, for the record", "reason: DCGM diagnostics run privileged"),
+        "owner": ("who answers for it", "owner: platform-team"),
+    },
+    "Subject": {
+        "": "An RBAC-style subject; a ServiceAccount matches `system:serviceaccount:<namespace>:<name>`.",
+        "kind": ("`User`, `Group` or `ServiceAccount`", "kind: ServiceAccount"),
+        "name": ("user, group or service account name", "name: deployer"),
+        "namespace": ("the service account's namespace (ServiceAccount only)", "namespace: ci"),
     },
     "PriorityClassSpec": {
         "": "A PriorityClass the classes name; without it the API server rejects their pods.",
@@ -239,6 +271,11 @@ FIELDS: dict[str, dict[str, Any]] = {
             "exemptions and per-namespace actions select on (`policy render` emits the "
             "ValidatingAdmissionPolicy that enforces it; `system:masters` may too)",
             "platformGroup: gpu-admission:platform",
+        ),
+        "controllers": (
+            "usernames of the controllers that create objects from pod templates; an exception grant is "
+            "honoured only on objects they create (default: kube-controller-manager's service accounts)",
+            "controllers: [system:serviceaccount:volcano-system:volcano-controllers]",
         ),
         "gpuResourcePrefixes": (
             "extended resource names (prefix match) that count as GPUs",
@@ -630,6 +667,8 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("SelectorRequirement", "….matchExpressions[]"),
     ("RuleSettings", "spec.rules.<rule-id>"),
     ("NamespaceAction", "spec.rules.<rule-id>.namespaces[]"),
+    ("PolicyException", "spec.exceptions[]"),
+    ("Subject", "spec.exceptions[].subjects[]"),
     ("PriorityClassSpec", "spec.priorityClasses.<name>"),
     ("WorkloadKindSpec", "spec.workloadKinds[]"),
     ("TemplateKind", "spec.workloadKinds[].templates[]"),
@@ -691,6 +730,10 @@ def policy_schema() -> dict[str, Any]:
     for section in ("pools", "classes", "priorityClasses"):
         defs["PolicySpec"]["properties"][section]["propertyNames"] = {"pattern": DNS_LABEL, "maxLength": 63}
     defs["PolicySpec"]["properties"]["rules"]["propertyNames"] = {"enum": sorted(RULES)}
+    from webhook.policy.loader import NOT_EXCEPTABLE
+
+    defs["PolicyException"]["properties"]["rules"]["items"] = {"enum": sorted(set(RULES) - set(NOT_EXCEPTABLE))}
+    defs["PolicyException"]["properties"]["name"].update(pattern=DNS_LABEL, maxLength=63)
     for model, alias in (("Pool", "nodeSelector"), ("LabelSelector", "matchLabels")):
         defs[model]["properties"][alias]["propertyNames"] = {"pattern": LABEL_KEY}
     defs["Pool"]["properties"]["topology"]["additionalProperties"] = {"type": "string", "pattern": LABEL_KEY}

@@ -6,6 +6,7 @@ unknown fields are rejected (with file:line and a "did you mean" hint) exactly l
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -36,10 +37,14 @@ class Expect(_Model):
         "or any matching element); null matches an absent field",
     )
     patch: list[dict[str, Any]] | None = Field(None, description="the exact JSON Patch operations, in order")
+    exceptions: tuple[str, ...] = Field(
+        (), description="policy exceptions that must have turned a finding into an audit entry (by name)"
+    )
 
 
 class UserInfo(_Model):
-    """Who sends the request (``request.userInfo``), for the rules that judge the requester."""
+    """Who sends the request (``request.userInfo``), for the rules that judge the requester (the scheduler's
+    claim marker, policy exceptions)."""
 
     username: str = Field(..., min_length=1, description="e.g. system:kube-scheduler")
     groups: tuple[str, ...] = Field((), description="the requester's groups")
@@ -67,6 +72,7 @@ class Case(_Model):
     user_info: UserInfo | None = Field(
         None, description="the requester, as the apiserver sends it; default none (a user's manifest)"
     )
+    date: dt.date | None = Field(None, description="the day exceptions are judged on (YYYY-MM-DD); default today, UTC")
     expect: Expect = Field(default_factory=Expect)
 
     @model_validator(mode="after")

@@ -7,6 +7,7 @@ import time
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 from webhook.engine import Decision, evaluate
@@ -109,6 +110,7 @@ def run_case(policy: Policy, loaded: LoadedCase) -> CaseResult:
             as_received=case.as_stored,
             cluster=loaded.cluster,
             requester=loaded.requester,
+            today=case.date or datetime.now(UTC).date(),
         )
     except Exception:  # the engine must never raise; if it does, the case reports the bug
         return CaseResult(
@@ -169,6 +171,11 @@ def compare(loaded: LoadedCase, d: Decision) -> list[Failure]:
         if not ok:
             got = "; ".join(v.render() for v in warned) or "none"
             fail("warnings", f"warnings: expected {entry!r}; warnings: {got}")
+    used = d.exceptions
+    for name in exp.exceptions:
+        if name not in used:
+            got = ", ".join(used) or "none"
+            fail("exceptions", f"exceptions: expected {name!r} to apply; applied: {got}")
     for text in exp.messages:
         if not any(text in v.render() for v in d.violations):
             got = "; ".join(v.render() for v in d.violations) or "none"

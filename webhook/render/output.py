@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import yaml
 
+from webhook.policy.compiled import Policy
 from webhook.render.core import K8sObject
 
 HEADER = (
@@ -26,6 +27,31 @@ def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
 
 
 _Dumper.add_representer(str, _str)
+
+
+def exception_notes(policy: Policy) -> str:
+    """Comment lines that list the policy's exceptions for whoever reviews the rendered manifests: they are
+    judged by the webhook alone (at admission, by ``userInfo``), and they are why the mutating webhook
+    also intercepts the controller kinds at CREATE and UPDATE (it writes the grants their pods carry)."""
+    if not policy.spec.exceptions:
+        return ""
+    from webhook.policy.lint import describe
+
+    lines = [
+        "# Policy exceptions (docs/policy.md, Exceptions): judged by the webhook alone, at admission, by the",
+        "# requester; the mutating webhook also intercepts controller kinds at CREATE/UPDATE to write the",
+        "# grants their pods carry (serve --grant-key). Nothing rendered here honours or grants them.",
+    ]
+    for exc in policy.spec.exceptions:
+        who = ", ".join(s.ref for s in exc.subjects)
+        scope = "".join(
+            f"; {label} {', '.join(values)}" for label, values in (("kinds", exc.kinds), ("names", exc.names)) if values
+        )
+        lines.append(
+            f"#   {exc.name}: {', '.join(exc.rules)} for {who} in {describe(exc.namespaces)}{scope}; "
+            f"expires {exc.expires.isoformat()}; owner {exc.owner}"
+        )
+    return "\n".join(lines) + "\n"
 
 
 def to_yaml(objects: Sequence[K8sObject], header: str = HEADER) -> str:

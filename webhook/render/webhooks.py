@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from webhook.engine.device_reach import DEVICE_ROOTS
@@ -125,12 +125,22 @@ RESOURCE_SOURCES: list[Callable[[Policy], Iterable[Intercepted]]] = [
 
 
 def intercepted(policy: Policy) -> list[Intercepted]:
-    """Every intercepted resource, first mention wins (a source repeating a built-in adds nothing)."""
+    """Every intercepted resource, first mention wins (a source repeating a built-in adds nothing).
+
+    A policy with ``exceptions`` also sends every kind with pod templates but Pods to ``/mutate`` at
+    CREATE and UPDATE: that is where the webhook writes (and strips) the exception grants their pods
+    carry (docs/policy.md "Exceptions"). Without exceptions the configuration is what it always was."""
     seen: dict[tuple[str, str, str], Intercepted] = {}
     for source in RESOURCE_SOURCES:
         for entry in source(policy):
             seen.setdefault((entry.group, entry.version, entry.resource), entry)
-    return list(seen.values())
+    entries = list(seen.values())
+    if policy.spec.exceptions:
+        entries = [
+            replace(e, mutate=CREATE_UPDATE) if e.validate == CREATE_UPDATE and e.resource != "pods" else e
+            for e in entries
+        ]
+    return entries
 
 
 def rules(policy: Policy, webhook: WebhookName) -> list[dict[str, Any]]:

@@ -32,11 +32,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import UTC, datetime
 from typing import Any
 
 from webhook.actions import ENGINE_ERROR
 from webhook.engine import DeadlineExceeded, Decision, evaluate
 from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.grants import GrantKeys
 from webhook.engine.scale import SCALE_SUBRESOURCE
 from webhook.server import metrics
 from webhook.server.logs import log_decision, server_log
@@ -64,8 +66,14 @@ class Admitter:
         engine_deadline: float | None = None,
         cluster: Callable[[], Cluster] | None = None,
         parents: ParentReader | None = None,
+        grant_keys: GrantKeys | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ):
         self.store = store
+        # HMAC keys of exception grants (``serve --grant-key``): without them pods a controller creates
+        # never carry an exception (docs/policy.md "Exceptions"); the clock gives exceptions their date
+        self.grant_keys = grant_keys
+        self.clock = clock
         self.namespaces = namespaces
         # reads the object a `<resource>/scale` review scales (webhook.server.scale); None: offline
         self.parents = parents
@@ -91,8 +99,14 @@ class Admitter:
     def _handle(self, endpoint: str, body: bytes) -> dict[str, Any]:
         started = time.perf_counter()
         review = parse_review(body)  # ReviewError -> the app answers 4xx
-        if review.operation in ("DELETE", "CONNECT") or (endpoint == "mutate" and review.operation != "CREATE"):
-            # nothing to decide: the engine mutates only on CREATE and validates only CREATE/UPDATE
+        policy = self.store.policy  # read once: this request sees one policy even if a reload swaps it
+        if review.operation in ("DELETE", "CONNECT") or (
+            endpoint == "mutate"
+            and review.operation != "CREATE"
+            and not (review.operation == "UPDATE" and self.grant_keys is not None and policy.spec.exceptions)
+        ):
+            # nothing to decide: the engine mutates only on CREATE (and, for exception grants, on the
+            # UPDATE of a controller's template) and validates only CREATE/UPDATE
             doc = allow(review)
             self._account(endpoint, review, started, "ignored", review.obj or review.old_object, extra={})
             return doc
@@ -160,6 +174,8 @@ class Admitter:
             deadline=deadline,
             cluster=cluster,
             requester=review.requester,
+            today=self.clock().date() if policy.spec.exceptions else None,  # the day, only if it matters
+            grant_keys=self.grant_keys,
         )
 
     def _respond(self, endpoint: str, review: Review, decision: Decision) -> tuple[dict[str, Any], str, dict[str, Any]]:
@@ -189,6 +205,11 @@ class Admitter:
             kind = metrics.kind_label(review.obj)
             for v in violations:
                 metrics.VIOLATIONS.labels(v.rule, v.action.value, kind).inc()
+                if v.exception is not None:
+                    metrics.EXCEPTION_USES.labels(v.exception, v.rule, kind).inc()
+        used = decision.exceptions
+        if used:
+            extra["exceptions"] = {name: list(rules) for name, rules in used.items()}
         return doc, outcome, extra
 
     def _engine_failed(

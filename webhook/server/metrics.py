@@ -62,6 +62,11 @@ VIOLATIONS = Counter(
     "Rule violations found by /validate (not dry runs), by rule id, effective action and kind.",
     ["rule", "action", "kind"],
 )
+EXCEPTION_USES = Counter(
+    "gpu_admission_exception_uses_total",
+    "Findings a policy exception turned into audit entries at /validate (not dry runs), by exception, rule, kind.",
+    ["exception", "rule", "kind"],
+)
 BAD_REQUESTS = Counter(
     "gpu_admission_bad_requests_total",
     "Requests answered with a 4xx (malformed AdmissionReview, wrong content type, too large, ...).",
@@ -85,6 +90,13 @@ POLICY_ERROR = Gauge(
 POLICY_LOADED = Gauge(
     "gpu_admission_policy_loaded_timestamp_seconds",
     "Unix time the serving policy was loaded.",
+    multiprocess_mode="livemax",
+)
+EXCEPTION_EXPIRY = Gauge(
+    "gpu_admission_exception_expiry_timestamp_seconds",
+    "Start (00:00 UTC, Unix time) of the day each policy exception of the serving policy stops applying; "
+    "0 for one a reload removed.",
+    ["exception", "owner"],
     multiprocess_mode="livemax",
 )
 CERT_EXPIRY = Gauge(

@@ -18,6 +18,7 @@ import hashlib
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +57,27 @@ class PolicyStore:
         self._good = fingerprint
         self._seen = fingerprint
         self._lock = threading.Lock()
+        self._published: set[tuple[str, str]] = set()  # (exception, owner) series this process has set
         self.publish()
 
     def publish(self) -> None:
         """(Re)write this process's policy gauges."""
         metrics.POLICY_LOADED.set(self.loaded_at)
         metrics.POLICY_ERROR.set(1 if self.error else 0)
+        self._publish_exceptions()
+
+    def _publish_exceptions(self) -> None:
+        """Each exception's expiry, for the alert that warns a week ahead (lint warns in CI, this in the
+        cluster); one a reload removed goes to 0, since a multiprocess gauge cannot forget a series."""
+        now = {}
+        for exc in self.policy.spec.exceptions:
+            day = datetime.combine(exc.expires, datetime.min.time(), tzinfo=UTC)
+            now[(exc.name, exc.owner)] = day.timestamp()
+        for labels in self._published - now.keys():
+            metrics.EXCEPTION_EXPIRY.labels(*labels).set(0)
+        for labels, value in now.items():
+            metrics.EXCEPTION_EXPIRY.labels(*labels).set(value)
+        self._published = set(now)
 
     @classmethod
     def load(cls, directory: str | Path) -> PolicyStore:
@@ -97,6 +113,7 @@ class PolicyStore:
             self._clear()
             metrics.POLICY_RELOADS.labels("success").inc()
             metrics.POLICY_LOADED.set(self.loaded_at)
+            self._publish_exceptions()
             server_log.info(
                 "policy reloaded",
                 extra={"fields": {"policy": policy.digest, "previous": old, "sources": list(policy.sources)}},

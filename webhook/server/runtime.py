@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from webhook.engine.grants import GrantKeys
 from webhook.server import metrics
 from webhook.server.admission import Admitter
 from webhook.server.logs import server_log
@@ -31,6 +32,7 @@ class Runtime:
     nodes: Any = None  # webhook.server.node_watch.NodeObjects, when Nodes are watched
     geometry_interval: float = 15.0  # seconds between publishing the pools' geometry gauge
     parents: Any = None  # webhook.server.scale.ApiParents: reads what a `<resource>/scale` review scales
+    grant_keys: GrantKeys | None = None  # exception grants' HMAC keys (serve --grant-key)
     admitter: Admitter = field(init=False)
     _tickers: list[Ticker] = field(default_factory=list, init=False)
     _said: tuple[str, ...] | None = field(default=None, init=False)  # the last readiness answer, logged
@@ -42,6 +44,7 @@ class Runtime:
             engine_deadline=self.engine_deadline,
             cluster=self._cluster_view(),
             parents=self.parents,
+            grant_keys=self.grant_keys,
         )
 
     def _cluster_view(self) -> Any:

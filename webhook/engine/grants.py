@@ -1,0 +1,177 @@
+"""Exception grants: the token the webhook writes on pod templates and verifies on what controllers create.
+
+A grant is ``v1.<payload>.<signature>``: the payload (JSON, base64url) names the exception, the subject it
+was issued to, the namespace, the granted object's API group, kind and name, and a digest of the pod
+template's content; the signature is HMAC-SHA256 under a key only the webhook holds (``GrantKeys``,
+passed in as data). Why and where they are honoured: :mod:`webhook.engine.exceptions`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from webhook.policy.compiled import Policy
+
+GRANT_VERSION = "v1"
+GRANT_NAME = "exception-grant"
+"""The annotation (under ``settings.prefix``) that carries grants on pod templates and pods."""
+
+CONTROLLER_LABELS = frozenset(
+    {
+        "pod-template-hash",  # the deployment controller adds it to a ReplicaSet's template
+        "controller-uid",  # the Job strategy adds these at the Job's CREATE, after /mutate ran
+        "batch.kubernetes.io/controller-uid",
+        "job-name",
+        "batch.kubernetes.io/job-name",
+    }
+)
+"""Template labels the apiserver or a controller adds on the way: left out of the digest, which must be
+the same at the object's ``/mutate``, its ``/validate`` and its child's ``/validate``."""
+
+_CHILD_SUFFIX = re.compile(r"^[a-z0-9]+$")
+MAX_TOKENS = 16
+MAX_TOKEN_BYTES = 2048
+"""Bounds on what one annotation may make the webhook verify: a tenant can write any value there, and each
+token costs a base64 decode, a JSON parse and an HMAC."""
+
+
+
+@dataclass(frozen=True, slots=True)
+class GrantKeys:
+    """HMAC keys: the first signs new grants, every one verifies (so a key can be rotated in)."""
+
+    keys: tuple[bytes, ...]
+
+    def __post_init__(self) -> None:
+        if not self.keys or any(len(k) < 16 for k in self.keys):
+            raise ValueError("grant keys must be at least 16 bytes each")
+
+    def sign(self, payload: bytes) -> str:
+        return _b64(hmac.new(self.keys[0], payload, hashlib.sha256).digest())
+
+    def verify(self, payload: bytes, signature: str) -> bool:
+        return any(hmac.compare_digest(self.sign_with(k, payload), signature) for k in self.keys)
+
+    @staticmethod
+    def sign_with(key: bytes, payload: bytes) -> str:
+        return _b64(hmac.new(key, payload, hashlib.sha256).digest())
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One verified grant token: exception ``exception`` issued to ``by`` for object ``kind``/``name``."""
+
+    exception: str
+    by: str
+    namespace: str
+    group: str  # the API group of the granted object's apiVersion ("" for the core group)
+    kind: str
+    name: str
+    digest: str
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def template_digest(template: Mapping[str, Any], annotation: str) -> str:
+    """The template's content without the grant itself and the labels controllers add on the way."""
+    metadata = template.get("metadata")
+    meta = dict(metadata) if isinstance(metadata, dict) else {}
+    meta.pop("creationTimestamp", None)
+    for section, drop in (("annotations", {annotation}), ("labels", CONTROLLER_LABELS)):
+        values = meta.get(section)
+        if isinstance(values, dict):
+            kept = {k: v for k, v in values.items() if k not in drop}
+            if kept:
+                meta[section] = kept
+            else:
+                meta.pop(section)
+    body = {k: v for k, v in template.items() if k != "metadata"}
+    if meta:
+        body["metadata"] = meta
+    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+def issue(keys: GrantKeys, grant: Grant) -> str:
+    payload = orjson.dumps(
+        [GRANT_VERSION, grant.exception, grant.by, grant.namespace, grant.group, grant.kind, grant.name, grant.digest]
+    )
+    return f"{GRANT_VERSION}.{_b64(payload)}.{keys.sign(payload)}"
+
+
+def read_grants(keys: GrantKeys, value: object) -> tuple[list[Grant], int]:
+    """The grants of one annotation value whose signature verifies, and how many tokens did not."""
+    if value is None:
+        return [], 0
+    if not isinstance(value, str):
+        return [], 1
+    good: list[Grant] = []
+    bad = 0
+    tokens = value.split(None, MAX_TOKENS)
+    if len(tokens) > MAX_TOKENS:  # more than any policy issues at once: the rest is not even read
+        bad += 1
+        tokens = tokens[:MAX_TOKENS]
+    for token in tokens:
+        if len(token) > MAX_TOKEN_BYTES:
+            bad += 1
+            continue
+        version, _, rest = token.partition(".")
+        payload_text, _, signature = rest.partition(".")
+        try:
+            payload = _unb64(payload_text)
+            fields = orjson.loads(payload)
+        except (ValueError, orjson.JSONDecodeError):
+            bad += 1
+            continue
+        if (
+            version != GRANT_VERSION
+            or not keys.verify(payload, signature)
+            or not isinstance(fields, list)
+            or len(fields) != 8
+            or fields[0] != GRANT_VERSION
+            or not all(isinstance(f, str) for f in fields)
+        ):
+            bad += 1
+            continue
+        good.append(Grant(*fields[1:]))
+    return good, bad
+
+
+def api_group(api_version: str) -> str:
+    """``apps/v1`` -> ``apps``; ``v1`` -> ``""``."""
+    return api_version.rpartition("/")[0]
+
+
+def owner_matches(meta: Mapping[str, Any], grant: Grant) -> bool:
+    """The object's controlling owner is the granted object, or its child ``<name>-<hash>`` (the
+    ReplicaSet of a Deployment, the Job of a CronJob): the names controllers give what they create."""
+    refs = meta.get("ownerReferences")
+    if not isinstance(refs, list):
+        return False
+    owners = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
+    if len(owners) != 1:
+        return False
+    kind, name, api = owners[0].get("kind"), owners[0].get("name"), owners[0].get("apiVersion")
+    if not isinstance(name, str) or not isinstance(kind, str) or not isinstance(api, str):
+        return False
+    if kind == grant.kind:
+        return name == grant.name and api_group(api) == grant.group  # a Volcano Job is not a batch Job
+    prefix = grant.name + "-"
+    return name.startswith(prefix) and bool(_CHILD_SUFFIX.match(name[len(prefix) :]))
+
+
+def grant_annotation(policy: Policy) -> str:
+    return f"{policy.settings.prefix}/{GRANT_NAME}"
