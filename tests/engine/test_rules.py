@@ -38,7 +38,10 @@ def test_every_spec_rule_is_registered_with_its_default_action():
         "scheduling-not-allowed": "deny",
     }
     assert {k: v.default.value for k, v in RULES.items() if k in spec} == spec
-    assert set(RULES) - set(spec) == {"unknown-field", "malformed-object"}
+    # beyond the spec's table: unknown Volcano fields, malformed objects, and the spec's intent-typo
+    # warning (its own rule, so a platform can deny typos without denying malformed values)
+    assert set(RULES) - set(spec) == {"unknown-field", "malformed-object", "intent-unknown-key"}
+    assert RULES["intent-unknown-key"].default.value == "warn"
 
 
 # --- intent-invalid --------------------------------------------------------------------------------

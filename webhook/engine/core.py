@@ -30,6 +30,7 @@ from webhook.engine.deadline import check as past_deadline
 from webhook.engine.decision import Action, Decision, Placement, Violation, WasteReport
 from webhook.engine.device_reach import exposed_pools, has_trigger
 from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
+from webhook.engine.intent_keys import unknown_keys
 from webhook.engine.mutations import gang as gang_step
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.pool_stack import families_on
@@ -128,6 +129,7 @@ def evaluate(
     states = _read_templates(policy, obj, kind, ClaimResolver(policy, cluster, str(ns)))
     past_deadline(deadline, "reading templates")
     stranded = () if kind.mutate else _stranded_intent(policy, meta, kind, states)
+    stranded += unknown_keys(policy, obj, states)  # a typo'd or misplaced key: judged, never skipped
     for s in states:  # relevant when a template declares intent or asks for GPUs
         if s.intent is not None or s.resources.has_gpu:
             break

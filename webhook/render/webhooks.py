@@ -138,11 +138,6 @@ def cel_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _label_in(meta: str, key: str) -> str:
-    """``key`` is a label of ``meta`` (a CEL path to an ObjectMeta whose parent is known to exist)."""
-    return f"(has({meta}) && has({meta}.labels) && {cel_string(key)} in {meta}.labels)"
-
-
 @dataclass(frozen=True)
 class TemplateShape:
     """Where one shape of object keeps its pod templates: tested in order, the first that holds wins.
@@ -214,8 +209,18 @@ def kind_shapes(policy: Policy) -> list[TemplateShape]:
     return out
 
 
-def _intent_label_on_template(policy: Policy) -> str:
-    return _label_in("t.metadata", policy.keys.workload)
+def _intent_key_in(meta: str, policy: Policy) -> str:
+    """A label or annotation of ``meta`` under the intent prefix: the workload label, an intent key, or a
+    typo'd or misplaced one (which the webhook answers with an ``intent-unknown-key`` warning)."""
+    prefix = cel_string(policy.settings.prefix + "/")
+    return (
+        f"(has({meta}) && (\n  (has({meta}.labels) && {meta}.labels.exists(k, k.startsWith({prefix}))) ||\n"
+        f"  (has({meta}.annotations) && {meta}.annotations.exists(k, k.startsWith({prefix})))))"
+    )
+
+
+def _intent_key_on_template(policy: Policy) -> str:
+    return _intent_key_in("t.metadata", policy)
 
 
 def _gpu_resource_in_template(policy: Policy) -> str | None:
@@ -338,7 +343,7 @@ def _device_trigger_in_template(policy: Policy) -> str | None:
 
 # policy -> a CEL test on pod template ``t`` (or None); the template is GPU-relevant when any holds
 TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
-    _intent_label_on_template,
+    _intent_key_on_template,
     _gpu_resource_in_template,
     _dra_in_template,
     _device_trigger_in_template,
@@ -346,11 +351,10 @@ TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
 
 
 def _object_tests(policy: Policy) -> list[str]:
-    key = policy.keys.workload
     tests = [
-        _label_in("object.metadata", key),
+        _intent_key_in("object.metadata", policy),
         "(has(object.spec) && has(object.spec.jobTemplate) &&\n  "
-        + _label_in("object.spec.jobTemplate.metadata", key)
+        + _intent_key_in("object.spec.jobTemplate.metadata", policy)
         + ")",
     ]
     for kind in policy.kinds.values():  # resources outside a pod template (TrainJob's resourcesPerNode)
