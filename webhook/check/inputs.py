@@ -8,7 +8,6 @@ objects they carry (Namespaces, Nodes, claim templates, device classes), then to
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import sys
@@ -40,37 +39,46 @@ class Source:
     empty: str | None = None  # holds nothing to check, and why (a directory with no manifests)
     spool: IO[bytes] | None = None  # stdin, on disk
 
-    def lines(self) -> Iterator[str]:
+    def lines(self, errors: list[ReadError] | None = None) -> Iterator[str]:
         """The source's lines, line endings kept (``-o yaml`` reprints documents verbatim).
 
-        UTF-8, with or without a byte-order mark (as kubectl reads it). Raises :class:`ReadError`
-        with the line where decoding or reading failed.
+        UTF-8, with or without a byte-order mark (as kubectl reads it), decoded line by line so that a
+        bad byte is reported at its own line and the lines before it are already out. A line that is
+        not UTF-8 raises :class:`ReadError` at that line, or, given ``errors``, is recorded there and
+        read on (with U+FFFD for the bad bytes) so the caller can report that document and keep the
+        file's good ones. A read error raises :class:`ReadError` with the line it stopped at.
         """
         if self.spool is not None:
             self.spool.seek(0)
-            stream: IO[str] = io.TextIOWrapper(self.spool, encoding="utf-8-sig", newline="")
+            stream: IO[bytes] = self.spool
         else:
             assert self.path is not None
             try:
-                stream = self.path.open(encoding="utf-8-sig", newline="")
+                stream = self.path.open("rb")
             except OSError as exc:
                 raise ReadError(0, f"cannot read: {exc.strerror or exc}") from None
         number = 0
         try:
-            for line in stream:
+            for raw in stream:
                 number += 1
-                yield line
-        except UnicodeDecodeError as exc:
-            raise ReadError(
-                number + 1, f"not UTF-8 (byte 0x{exc.object[exc.start]:02x}); save the file as UTF-8"
-            ) from None
+                try:
+                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    bom = 3 if number == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
+                    problem = ReadError(
+                        number,
+                        f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} at column {exc.start + 1 - bom}); "
+                        "save the file as UTF-8",
+                    )
+                    if errors is None:
+                        raise problem from None
+                    errors.append(problem)
+                    yield raw.decode("utf-8", "replace")
         except OSError as exc:
             raise ReadError(number + 1, f"cannot read: {exc.strerror or exc}") from None
         finally:
-            if isinstance(stream, io.TextIOWrapper) and self.spool is not None:
-                stream.detach()  # keep the spool open for the second read
-            else:
-                stream.close()
+            if self.spool is None:
+                stream.close()  # the spool stays open for the second read
 
 
 def excluded(name: str, patterns: Iterable[str]) -> bool:

@@ -122,7 +122,8 @@ def check_sources(
             continue
         found = False
         try:
-            for result in judge.chunks(source.name, yamlpos.iter_chunks(source.lines())):
+            bad: list[ReadError] = []
+            for result in _readable(judge, source.name, yamlpos.iter_chunks(source.lines(bad)), bad):
                 found = True
                 yield result
         except ReadError as exc:
@@ -130,6 +131,21 @@ def check_sources(
             yield CheckResult(source.name, exc.line, Status.ERROR, message=exc.message)
         if not found:
             yield CheckResult(source.name, 0, Status.EMPTY, message="no documents (an empty file, or only comments)")
+
+
+def _readable(
+    judge: _Judge, name: str, chunks: Iterable[tuple[int, str]], bad: list[ReadError]
+) -> Iterator[CheckResult]:
+    """Judge each document, except one holding a line that is not UTF-8: that one is an error at the
+    line, and the file's other documents are still judged."""
+    for start, text in chunks:
+        end = start + text.count("\n")
+        problem = next((e for e in bad if start <= e.line <= end), None)
+        if problem is not None:
+            bad[:] = [e for e in bad if not start <= e.line <= end]
+            yield CheckResult(name, problem.line, Status.ERROR, message=problem.message)
+            continue
+        yield from judge.chunks(name, ((start, text),))
 
 
 @dataclass(slots=True)

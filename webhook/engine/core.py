@@ -515,7 +515,9 @@ def _waste(ctx: Context) -> WasteReport | None:
         return None
     res = primary.resolution
     devices = primary.judged.effective_devices() or 1
-    pods = ctx.gang.size if ctx.gang is not None else 1
+    # the pods this object creates: a bare pod is one pod even in a gang of N (its gang-size counts the
+    # other pods' objects too, each of which reports its own device: N x N if counted here)
+    pods = ctx.gang.size if ctx.gang is not None and ctx.kind != "Pod" else 1
     return WasteReport(
         device=res.device_name,
         requested_bytes=int(res.memory) if res.memory is not None else None,
