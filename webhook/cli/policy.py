@@ -141,7 +141,8 @@ def register(sub: Any) -> None:
         default=[],
         metavar="CIDR",
         help="the API server's addresses, the only sources the NetworkPolicy admits to the webhook port "
-        "(repeatable; default: any address)",
+        "and, with the monitoring namespace, to the metrics port (repeatable; none: the webhook port admits any "
+        "address, and the render says so)",
     )
     render.add_argument(
         "--monitoring-namespace",
@@ -369,15 +370,18 @@ def run_render(args: argparse.Namespace) -> int:
         except ContextError as exc:
             print(f"gpu-admission: --context: {exc}", file=err)
             return EXIT_UNUSABLE
-    defaults = RenderOptions()
     options = RenderOptions(
         namespace=args.webhook_namespace,
         policy_files=files,
         namespaces=namespaces,
         namespace_labels=labels,
-        control_plane_cidrs=tuple(args.control_plane_cidr) or defaults.control_plane_cidrs,
+        control_plane_cidrs=tuple(args.control_plane_cidr),
         monitoring_namespace=args.monitoring_namespace,
     )
     objects = render(policy, options)
+    from webhook.render.networkpolicy import open_webhook_port_note
+
+    if (note := open_webhook_port_note(options)) is not None:
+        print(f"gpu-admission policy render: note: {note}", file=err)
     sys.stdout.write(to_json(objects) if args.output == "json" else to_yaml(objects))
     return EXIT_OK
