@@ -37,6 +37,7 @@ class Source:
     path: Path | None = None
     error: str | None = None  # unreadable before the first line: a missing file, a permission
     empty: str | None = None  # holds nothing to check, and why (a directory with no manifests)
+    note: str | None = None  # not manifests, skipped with this note (kustomize configuration, a Helm chart)
     spool: IO[bytes] | None = None  # stdin, on disk
 
     def lines(self, errors: list[ReadError] | None = None) -> Iterator[str]:
@@ -96,25 +97,59 @@ def read_sources(paths: list[str], *, exclude: Iterable[str] = ()) -> Iterator[S
         if patterns and excluded(raw, patterns):
             continue
         path = Path(raw)
-        if path.is_dir():
+        if path.is_dir() and (chart := _chart_note(path)):
+            yield Source(raw, path, note=chart)
+        elif path.is_dir():
             files = list(_walk(path, patterns))
             if not files:
                 what = "no *.yaml, *.yml or *.json files" + (" outside --exclude" if patterns else "")
                 yield Source(raw, path, empty=f"a directory with {what}")
             for file in files:
-                yield _file(file)
+                yield file if isinstance(file, Source) else _file(file)
         else:
             yield _file(path)
 
 
-def _walk(root: Path, patterns: tuple[str, ...]) -> Iterator[Path]:
-    """Manifests under ``root`` in a stable order; excluded directories are not entered."""
+KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+
+def _chart_note(directory: Path) -> str | None:
+    """A Helm chart's directory (it holds Chart.yaml): templates, not manifests, until ``helm template``."""
+    if not (directory / "Chart.yaml").is_file():
+        return None
+    return (
+        "a Helm chart, skipped: its templates are not manifests until rendered; "
+        f"check them with `helm template RELEASE {directory} | gpu-admission check -`"
+    )
+
+
+def _walk(root: Path, patterns: tuple[str, ...]) -> Iterator[Path | Source]:
+    """Manifests under ``root`` in a stable order; excluded directories are not entered. A Helm chart
+    or a kustomization file found on the way is a noted Source (skipped with how to check it), not a
+    file to parse: a repository of manifests usually holds both, and neither is a manifest."""
     for current, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not (patterns and excluded(os.path.join(current, d), patterns)))
+        keep = []
+        for d in sorted(dirs):
+            full = os.path.join(current, d)
+            if patterns and excluded(full, patterns):
+                continue
+            if chart := _chart_note(Path(full)):
+                yield Source(full, Path(full), note=chart)
+                continue
+            keep.append(d)
+        dirs[:] = keep
         for name in sorted(files):
             full = os.path.join(current, name)
-            wanted = name.endswith(MANIFEST_SUFFIXES) and not (patterns and excluded(full, patterns))
-            if wanted and os.path.isfile(full):
+            if patterns and excluded(full, patterns):
+                continue
+            if name in KUSTOMIZATIONS and os.path.isfile(full):
+                yield Source(
+                    full,
+                    Path(full),
+                    note="kustomize configuration, skipped: not a manifest; check what it builds with "
+                    f"`kubectl kustomize {current} | gpu-admission check -`",
+                )
+            elif name.endswith(MANIFEST_SUFFIXES) and os.path.isfile(full):
                 yield Path(full)
 
 

@@ -49,6 +49,7 @@ class CheckResult:
     namespace: str = ""
     column: int = 0  # where a YAML error is; 0: not known / not an error
     attention: str = ""  # a skipped document that carries GPU resources or intent keys: where
+    noted: bool = False  # a skipped input that is not manifests (kustomize, Helm): always shown, with its note
 
     @property
     def where(self) -> str:
@@ -119,6 +120,9 @@ def check_sources(
             continue
         if source.empty is not None:
             yield CheckResult(source.name, 0, Status.EMPTY, message=source.empty)
+            continue
+        if source.note is not None:
+            yield CheckResult(source.name, 0, Status.SKIPPED, message=source.note, noted=True)
             continue
         found = False
         try:
