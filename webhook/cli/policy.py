@@ -66,7 +66,9 @@ def register(sub: Any) -> None:
     test.add_argument("--policy", metavar="DIR", help="test this policy directory instead of each suite's own")
     test.add_argument("--run", metavar="REGEX", help="only cases whose 'suite/case' name matches REGEX")
     test.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text")
-    test.add_argument("-v", "--verbose", action="store_true", help="=== RUN lines, every decision and trace")
+    test.add_argument(
+        "-v", "--verbose", action="store_true", help="every case (=== RUN, --- PASS), every decision and trace"
+    )
     test.add_argument(
         "--coverage", action="store_true", help="list the rules, classes and pools no passing case exercises"
     )
