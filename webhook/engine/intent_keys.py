@@ -17,7 +17,6 @@ from webhook.engine.workload import dotted
 from webhook.policy.compiled import Policy
 
 RULE = "intent-unknown-key"
-_SIDES = ("labels", "annotations")
 
 
 def _names(policy: Policy) -> tuple[dict[str, str], dict[str, str]]:
@@ -61,30 +60,31 @@ def _finding(policy: Policy, side: str, key: str, at: str, class_name: str | Non
 def _scan(
     policy: Policy, meta: Any, at: tuple[str | int, ...], class_name: str | None, out: list[Finding], seen: set[str]
 ) -> None:
-    if not isinstance(meta, dict):
+    """Every review passes here, GPU or not: one prefix test per key, and the slow path only for a key
+    under the prefix that is not an intent key on its side (intent keys are a set lookup)."""
+    if type(meta) is not dict:
         return
-    prefix = policy.settings.prefix + "/"
-    for side in _SIDES:
+    keys = policy.keys
+    prefix = keys.workload[: len(keys.workload) - len("workload")]  # "<prefix>/"
+    for side, known in (("labels", keys.label_set), ("annotations", keys.annotations)):
         values = meta.get(side)
-        if not isinstance(values, dict):
+        if type(values) is not dict:
             continue
         for key in values:
-            if not (isinstance(key, str) and key.startswith(prefix)):
-                continue
-            found = _finding(policy, side, key, dotted(at), class_name)
-            if found is not None and found.path not in seen:
-                seen.add(found.path)
-                out.append(found)
+            if type(key) is str and key.startswith(prefix) and key not in known:
+                found = _finding(policy, side, key, dotted(at), class_name)
+                if found is not None and found.path not in seen:
+                    seen.add(found.path)
+                    out.append(found)
 
 
 def unknown_keys(policy: Policy, obj: dict[str, Any], states: Sequence[TemplateState]) -> tuple[Finding, ...]:
     """Findings for every stray key on the object's own metadata and on each pod template's."""
     out: list[Finding] = []
     seen: set[str] = set()
-    first = states[0].class_name if states else None
-    _scan(policy, obj.get("metadata"), ("metadata",), first, out, seen)
+    _scan(policy, obj.get("metadata"), ("metadata",), states[0].class_name if states else None, out, seen)
     for state in states:
         tpl = state.tpl
         if tpl.path != () and not tpl.virtual:
             _scan(policy, tpl.metadata, tpl.meta_path, state.class_name, out, seen)
-    return tuple(out)
+    return tuple(out) if out else ()
