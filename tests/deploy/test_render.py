@@ -218,3 +218,13 @@ def test_without_control_plane_cidrs_the_render_says_so_and_never_opens_metrics(
     assert "the metrics port 9102 admits nothing" in captured.err
     assert main(["policy", "render", str(POLICIES), "--control-plane-cidr", "10.0.0.0/24"]) == 0
     assert "note:" not in capsys.readouterr().err
+
+
+def test_render_reads_namespace_objects_under_both_spellings(tmp_path, capsys):
+    ns = tmp_path / "ns.yaml"
+    ns.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a, labels: {gpu-admission.io/tier: serving}}\n")
+    outs = []
+    for flag in ("--cluster-objects", "--context"):
+        assert main(["policy", "render", str(POLICIES), flag, str(ns), "--control-plane-cidr", "10.0.0.0/8"]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1]

@@ -129,7 +129,9 @@ def register(sub: Any) -> None:
         help="namespaces that get per-namespace objects (e.g. claim templates); repeatable",
     )
     render.add_argument(
-        "--context",
+        "--cluster-objects",
+        "--context",  # check's old spelling, kept here too
+        dest="context",
         action="append",
         default=[],
         metavar="FILE",
