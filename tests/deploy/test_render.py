@@ -222,7 +222,7 @@ def test_without_control_plane_cidrs_the_render_says_so_and_never_opens_metrics(
 
 def test_render_reads_namespace_objects_under_both_spellings(tmp_path, capsys):
     ns = tmp_path / "ns.yaml"
-    ns.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: team-a, labels: {gpu-admission.io/tier: serving}}\n")
+    ns.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a, labels: {gpu-admission.io/tier: serving}}\n")
     outs = []
     for flag in ("--cluster-objects", "--context"):
         assert main(["policy", "render", str(POLICIES), flag, str(ns), "--control-plane-cidr", "10.0.0.0/8"]) == 0
