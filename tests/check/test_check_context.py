@@ -141,7 +141,7 @@ def test_a_broken_context_file_exits_2_with_its_place(tmp_path, text, where, wha
     (tmp_path / "ctx.yaml").write_text(text)
     (tmp_path / "job.yaml").write_text(INFER)
     code, _out, err = run(str(tmp_path / "job.yaml"), "--context", str(tmp_path / "ctx.yaml"))
-    assert code == 2 and f"--context: {tmp_path / 'ctx.yaml'}{where}" in err and what in err
+    assert code == 2 and f"--cluster-objects: {tmp_path / 'ctx.yaml'}{where}" in err and what in err
     with pytest.raises(ContextError):
         from_files(read_sources([str(tmp_path / "ctx.yaml")]), "default")
 
@@ -168,7 +168,7 @@ def test_a_namespaces_file_is_loaded_with_bounded_aliases_and_located_errors(tmp
     (tmp_path / "job.yaml").write_text(INFER)
     (tmp_path / "ns.yaml").write_text(billion_laughs().replace("kind: Pod", "kind: Namespace"))
     code, _out, err = run(str(tmp_path / "job.yaml"), "--namespaces", str(tmp_path / "ns.yaml"))
-    assert code == 2 and f"--namespaces: {tmp_path / 'ns.yaml'}:" in err and "YAML aliases expand" in err
+    assert code == 2 and f"--namespace-labels: {tmp_path / 'ns.yaml'}:" in err and "YAML aliases expand" in err
     (tmp_path / "ns.yaml").write_text("llm: {a: [}\n")
     code, _out, err = run(str(tmp_path / "job.yaml"), "--namespaces", str(tmp_path / "ns.yaml"))
     assert code == 2 and f"{tmp_path / 'ns.yaml'}:1:" in err and "YAML syntax error" in err

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
 from tests.check.test_check_cli import INFER, SERVICE
@@ -124,7 +125,31 @@ def test_not_utf8_names_the_line_and_exits_2(tmp_path):
     path.write_bytes(SERVICE.encode() + b"---\nkind: ConfigMap\ndata: {a: caf\xe9}\n")
     code, out, _ = run(str(path))
     assert code == 2
-    assert f"{path}:" in out and "error: not UTF-8 (byte 0xe9); save the file as UTF-8" in out
+    line = SERVICE.count("\n") + 3
+    assert f"{path}:{line}: error: not UTF-8 (byte 0xe9 at column 14); save the file as UTF-8" in out
+
+
+@pytest.mark.parametrize("stdin", [False, True])
+def test_a_bad_byte_deep_in_a_file_keeps_the_good_documents(tmp_path, monkeypatch, stdin):
+    """The bad byte's own line (not line 1: the decoder reads ahead in blocks), and the documents
+    before and after it are still judged."""
+    padding = "".join(f"# {'x' * 70}\n" for _ in range(200))  # past any read-ahead block
+    bad = b"---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: b\n  annotations: {note: \"caf\xe9\"}\n"
+    data = padding.encode() + INFER.encode() + bad + b"---\n" + INFER.replace("name: infer", "name: again").encode()
+    path = tmp_path / "mixed.yaml"
+    path.write_bytes(data)
+    bad_line = data[: data.index(b"\xe9")].count(b"\n") + 1
+    if stdin:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="latin-1"))
+        code, out, _ = run("-")
+        name = "<stdin>"
+    else:
+        code, out, _ = run(str(path))
+        name = str(path)
+    assert code == 2
+    assert f"{name}:{bad_line}: error: not UTF-8 (byte 0xe9 at column 27); save the file as UTF-8" in out
+    assert "Pod/infer" in out and "Pod/again" in out, out
+    assert "2 admitted" in out.splitlines()[-1] and "1 unreadable" in out.splitlines()[-1]
 
 
 def test_a_byte_order_mark_is_read_as_kubectl_reads_it(tmp_path):
@@ -157,14 +182,15 @@ def test_exclude_is_repeatable_and_prunes_directories(tmp_path):
     (tmp_path / "deploy" / "kustomization.yaml").write_text("resources: [pod.yaml]\n")
     (tmp_path / "deploy" / "pod.yaml").write_text(INFER)
     deploy = str(tmp_path / "deploy")
-    assert run(deploy)[0] == 2  # the chart values and the kustomization are not objects
+    assert run(deploy)[0] == 2  # values.yaml without a Chart.yaml beside it is no chart: not an object
     code, out, _ = run(deploy, "--exclude", "*/charts/*", "--exclude", "kustomization.yaml", "-o", "json")
     assert code == 0
     assert [r["file"] for r in json.loads(out)["results"]] == [str(tmp_path / "deploy" / "pod.yaml")]
     code, out, _ = run(deploy, "--exclude", "charts", "--exclude", "kustomization.*", "-o", "json")
     assert code == 0 and len(json.loads(out)["results"]) == 1
     # a file named on the command line is excluded too (pre-commit passes staged files)
-    assert run(str(tmp_path / "deploy" / "pod.yaml"), deploy, "--exclude", "pod.yaml", "--exclude", "charts")[0] == 2
+    named = str(tmp_path / "deploy" / "pod.yaml")
+    assert run(named, deploy, "--exclude", "pod.yaml", "--exclude", "charts", "--exclude", "kustom*")[0] == 2
 
 
 def test_excluding_everything_is_empty_not_a_pass(tmp_path):
@@ -248,7 +274,7 @@ def test_results_stream_one_document_at_a_time(policy, monkeypatch):
     prints each result before pulling the next one: nothing accumulates (flat memory)."""
     pulled = [0]
     source = Source("<generated>", spool=None, path=None)
-    monkeypatch.setattr(Source, "lines", lambda self: _generated(1000, pulled)())
+    monkeypatch.setattr(Source, "lines", lambda self, errors=None: _generated(1000, pulled)())
     results = check_sources(policy, [source], namespaces=Namespaces("default", {}))
     first = next(results)
     assert first.status is Status.ADMITTED

@@ -36,8 +36,9 @@ def webhooks() -> dict[str, Webhook]:
 
 
 def gpu_relevant(obj: dict[str, Any], policy) -> bool:
-    """The engine's notion, independent of the CEL: intent label anywhere it reads it, or GPU resources."""
-    key = policy.keys.workload
+    """The engine's notion, independent of the CEL: a label or annotation under the intent prefix (the
+    workload label, an intent key, or a typo of one, which intent-unknown-key warns about) anywhere it
+    reads them, or GPU resources."""
     if obj.get("apiVersion", "").startswith("resource.k8s.io/"):  # a claim object: what its rules read
         spec = obj.get("spec") or {}
         spec = spec.get("spec") or {} if obj["kind"] == "ResourceClaimTemplate" else spec
@@ -47,6 +48,7 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
             for a in ([r["exactly"]] if "exactly" in r else r.get("firstAvailable") or [])
         ]
         return any("tolerations" in a or "capacity" in a for a in alternatives)
+    prefix = policy.settings.prefix + "/"
     kind = classify(obj)
     assert kind is not None
     metas = [obj.get("metadata") or {}]
@@ -69,7 +71,7 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
                     return True
         if device_trigger_tolerating_sliced_pool(tpl.spec, policy) or reaching_a_gpu_pool(tpl.spec, policy):
             return True
-    return any(key in (m.get("labels") or {}) for m in metas)
+    return any(k.startswith(prefix) for m in metas for side in ("labels", "annotations") for k in (m.get(side) or {}))
 
 
 def device_trigger_tolerating_sliced_pool(spec: dict[str, Any], policy) -> bool:
@@ -118,11 +120,11 @@ def test_cel_uses_the_policy_gpu_prefixes_and_intent_label(webhooks, policy):
     (_, expr, _) = next(c for c in webhooks["validating"].conditions if c[0] == "gpu-relevant")
     found = re.findall(r"k\.startsWith\('([^']+)'\)", expr)
     dra = "deviceclass.resource.kubernetes.io/"  # DRA's implicit extended-resource names
-    assert set(found) == {*policy.gpu_prefixes, dra}  # pod templates, and TrainJob's resourcesPerNode
-    gpu = [p for p in found if p != dra]
+    intent = policy.settings.prefix + "/"  # any label or annotation under it: intent keys and their typos
+    assert set(found) == {*policy.gpu_prefixes, dra, intent}  # pod templates, and TrainJob's resourcesPerNode
+    gpu = [p for p in found if p not in (dra, intent)]
     assert tuple(gpu[-len(policy.gpu_prefixes):]) == policy.gpu_prefixes
     assert "has(t.spec.resourceClaims) && size(t.spec.resourceClaims) > 0" in expr
-    assert set(re.findall(r"'([\w.\-]+/workload)'", expr)) == {policy.keys.workload}
 
 
 # --- the real-world corpus --------------------------------------------------------------------------
@@ -288,6 +290,8 @@ def _hooks_for(webhooks: dict[str, Webhook], obj: dict[str, Any], operation: str
         ),
         ("intent-label-on-template", lambda k: make(k, pod_spec(), labels=LABEL), CALL),
         ("other-labels", lambda k: make(k, pod_spec(), labels={"app.kubernetes.io/name": "x"}), SKIP),
+        ("typo-label-on-template", lambda k: make(k, pod_spec(), labels={"gpu-admission.io/workloads": "dev"}), CALL),
+        ("prefix-on-other-domain", lambda k: make(k, pod_spec(), labels={"x.gpu-admission.io/workload": "a"}), SKIP),
     ],
 )
 def test_synthetic_create(webhooks, policy, kind, case, build, want):
@@ -304,6 +308,16 @@ def test_intent_label_on_the_workload_itself(webhooks, kind):
     obj = make(kind, pod_spec(), top_labels=LABEL)
     for hook in _hooks_for(webhooks, obj):
         assert hook.decide(obj) == CALL
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_intent_key_written_as_an_annotation_reaches_the_webhook(webhooks, kind):
+    """``workload`` as an annotation opts nothing in; the webhook must see the pod to warn about it."""
+    obj = make(kind, pod_spec())
+    target = obj if kind == "Pod" else obj["spec"].get("template") or obj
+    target.setdefault("metadata", {}).setdefault("annotations", {})["gpu-admission.io/workload"] = "dev"
+    for hook in _hooks_for(webhooks, obj):
+        assert hook.decide(obj) == CALL, hook.name
 
 
 def test_intent_label_on_cronjob_job_template(webhooks):

@@ -199,3 +199,32 @@ def test_resource_sources_extend_the_rules(policy, monkeypatch):
     assert pods == [{**pods[0], "operations": ["CREATE", "UPDATE"]}]  # the built-in entry won
     monkeypatch.setattr(hooks, "TEMPLATE_TESTS", [*hooks.TEMPLATE_TESTS, lambda p: "has(t.spec.resourceClaims)"])
     assert "has(t.spec.resourceClaims)" in hooks.gpu_relevant(policy, "validating")
+
+
+def test_without_control_plane_cidrs_the_render_says_so_and_never_opens_metrics(capsys):
+    assert main(["policy", "render", str(POLICIES), "-o", "json"]) == 0
+    captured = capsys.readouterr()
+    netpol = one(json.loads(captured.out)["items"], "NetworkPolicy")
+    by_port = {r["ports"][0]["port"]: r["from"] for r in netpol["spec"]["ingress"]}
+    assert by_port[8443] == [{"ipBlock": {"cidr": "0.0.0.0/0"}}, {"ipBlock": {"cidr": "::/0"}}]
+    assert by_port[9102] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
+    assert "note: no --control-plane-cidr given: the NetworkPolicy admits any address to the webhook port 8443" in (
+        captured.err
+    )
+    assert main(["policy", "render", str(POLICIES), "-o", "json", "--monitoring-namespace", ""]) == 0
+    captured = capsys.readouterr()
+    netpol = one(json.loads(captured.out)["items"], "NetworkPolicy")
+    assert [r["ports"][0]["port"] for r in netpol["spec"]["ingress"]] == [8443]  # metrics: no rule, so closed
+    assert "the metrics port 9102 admits nothing" in captured.err
+    assert main(["policy", "render", str(POLICIES), "--control-plane-cidr", "10.0.0.0/24"]) == 0
+    assert "note:" not in capsys.readouterr().err
+
+
+def test_render_reads_namespace_objects_under_both_spellings(tmp_path, capsys):
+    ns = tmp_path / "ns.yaml"
+    ns.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: a, labels: {gpu-admission.io/tier: serving}}\n")
+    outs = []
+    for flag in ("--cluster-objects", "--context"):
+        assert main(["policy", "render", str(POLICIES), flag, str(ns), "--control-plane-cidr", "10.0.0.0/8"]) == 0
+        outs.append(capsys.readouterr().out)
+    assert outs[0] == outs[1]

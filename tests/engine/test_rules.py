@@ -43,6 +43,7 @@ def test_every_spec_rule_is_registered_with_its_default_action():
     beyond = {
         "unknown-field": None,
         "malformed-object": None,
+        "intent-unknown-key": "warn",
         "device-taint-tolerated": "deny",
         "scheduler-claim-forged": "deny",
         "claim-capacity-unsatisfiable": "deny",

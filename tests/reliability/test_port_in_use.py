@@ -63,3 +63,25 @@ def test_a_second_server_on_the_same_port_is_refused(tmp_path: Path, server_cert
         client.close()
     finally:
         assert first.stop() == 0
+
+
+def test_a_taken_metrics_port_fails_fast_like_a_taken_admission_port(tmp_path: Path, server_certs):
+    with socket.create_server(("127.0.0.1", 0)) as holder:
+        server = ServerProcess(tmp_path, _args(server_certs), ca_files=[server_certs.ca_cert])
+        server.metrics_port = holder.getsockname()[1]
+        server.args[3] = f"127.0.0.1:{server.metrics_port}"  # --metrics-bind HOST:PORT is the second pair
+        server.start(wait_ready=False)
+        assert server.proc is not None
+        assert server.proc.wait(30) == 1
+        server.stop()
+    out = server.output()
+    assert f"cannot listen on 127.0.0.1:{server.metrics_port} (--metrics-bind): " in out, out
+    assert "Address already in use" in out and "Booting worker" not in out
+
+
+def test_the_development_server_listens_on_loopback_unless_told():
+    """`gpu-admission serve` as the README runs it: reachable from this machine only."""
+    from webhook.cli import build_parser
+
+    assert build_parser().parse_args(["serve"]).bind == "127.0.0.1:8443"
+    assert build_parser().parse_args(["serve", "--bind", "0.0.0.0:8443"]).bind == "0.0.0.0:8443"

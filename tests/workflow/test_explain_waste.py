@@ -120,3 +120,20 @@ def test_waste_in_json_and_junit(tmp_path, cli):
     assert props["gpuMemory.idleBytes"] == str(32 * 2**30) and "20% used" in props["gpuMemory.summary"]
     case_props = {p.get("name"): p.get("value") for p in suite.findall("testcase/properties/property")}
     assert case_props["gpuMemory.usedPercent"] == "20"
+
+
+def test_a_bare_pod_gang_counts_each_pod_once(cli, tmp_path):
+    """Two pods of a gang of 2, 8 H100s each: 16 cards, 1280Gi (each pod object is one pod, not the gang)."""
+    pod = (
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: w{i}\n  labels: {{gpu-admission.io/workload: training}}\n"
+        "  annotations: {{gpu-admission.io/gpus: '8', gpu-admission.io/gang: g1, gpu-admission.io/gang-size: '2'}}\n"
+        "spec:\n  containers: [{{name: c, image: i}}]\n"
+    )
+    path = tmp_path / "gang.yaml"
+    path.write_text("---\n".join(pod.format(i=i) for i in range(2)))
+    run = cli("check", path, "--namespace", "ml", "-o", "json")
+    report = json.loads(run.out)
+    assert [r["gpuMemory"]["pods"] for r in report["results"]] == [1, 1]
+    assert report["summary"]["gpuMemory"]["undeclaredBytes"] == 16 * 80 * 2**30
+    text = cli("check", path, "--namespace", "ml").out
+    assert "1280Gi allocated to 2 objects without gpu-memory" in text and "2560Gi" not in text

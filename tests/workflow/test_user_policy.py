@@ -59,29 +59,30 @@ def test_a_stale_render_is_reported_with_the_command_that_fixes_it(cli, tmp_path
 
 def _add_a_pool_and_a_class(policy_dir: Path) -> None:
     """The change docs/policy.md walks through: a new pool, a class on it, the PriorityClass the class
-    names, and a labelled namespace entitled to it (first, since the first matching rule wins)."""
+    names, and a labelled namespace entitled to it (first, since the first matching rule wins). The
+    names are the test's own, so the edit applies to any team's policy."""
     path = policy_dir / "default.yaml"
     doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     spec = doc["spec"]
-    spec["pools"]["infer-l40s"] = {
+    spec["pools"]["newcomer-l40s"] = {
         "description": "L40S inference nodes, whole cards",
         "gpuModel": "L40S",
         "gpusPerNode": 4,
         "nodes": 2,
-        "nodeSelector": {"workload": "gpu-l40s"},
+        "nodeSelector": {"workload": "gpu-newcomer-l40s"},
         "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "isolation": ["exclusive"],
     }
-    spec["classes"]["research"] = {
+    spec["classes"]["newcomer-research"] = {
         "description": "research notebooks on whole L40S cards",
-        "pools": ["infer-l40s"],
+        "pools": ["newcomer-l40s"],
         "isolation": {"default": "exclusive", "allowed": ["exclusive"]},
         "maxGPUs": 2,
-        "priorityClassName": "gpu-research",
+        "priorityClassName": "gpu-newcomer-research",
     }
-    spec["priorityClasses"]["gpu-research"] = {"value": 20000, "description": "research notebooks"}
-    research = {"matchLabels": {"gpu-admission.io/tier": "research"}}
-    spec["namespaces"].insert(0, {"name": "research", "selector": research, "classes": ["research"]})
+    spec["priorityClasses"]["gpu-newcomer-research"] = {"value": 20000, "description": "research notebooks"}
+    research = {"matchLabels": {"gpu-admission.io/tier": "newcomer-research"}}
+    spec["namespaces"].insert(0, {"name": "newcomer-research", "selector": research, "classes": ["newcomer-research"]})
     path.write_text("# yaml-language-server: $schema=./schema.json\n" + yaml.safe_dump(doc, sort_keys=False))
 
 
@@ -97,21 +98,22 @@ def test_a_newcomers_policy_change_keeps_ci_green(cli, tmp_path):
     render = cli("policy", "render", policy)
     assert render.code == 0, render.err
     rendered.write_text(render.out, encoding="utf-8")
-    assert "name: gpu-research" in render.out
+    assert "name: gpu-newcomer-research" in render.out
     assert user_policy_problems(cli, policy, rendered) == []
     pod = tmp_path / "pod.yaml"
     pod.write_text(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nb\n  labels: {gpu-admission.io/workload: research}\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: nb\n  labels: {gpu-admission.io/workload: newcomer-research}\n"
         "spec:\n  containers: [{name: nb, image: jupyter}]\n",
         encoding="utf-8",
     )
     (tmp_path / "ns.yaml").write_text(
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: lab\n  labels: {gpu-admission.io/tier: research}\n",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: lab\n"
+        "  labels: {gpu-admission.io/tier: newcomer-research}\n",
         encoding="utf-8",
     )
     check = cli("check", pod, "--policy", policy, "--namespace", "lab", "--context", tmp_path / "ns.yaml", "--explain")
     assert check.code == 0, check.out + check.err
-    assert "pool infer-l40s: taken" in check.out
+    assert "pool newcomer-l40s: taken" in check.out
 
 
 def test_no_product_test_reads_the_repositorys_policy_directory():

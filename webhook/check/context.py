@@ -225,7 +225,7 @@ def from_inputs(sources: Iterable[Source], default_namespace: str) -> ClusterObj
     """Context objects among the manifests. Problems are left to the judging pass, which reports them."""
     found = ClusterObjects(default_namespace)
     for source in sources:
-        if source.error or source.empty or not source_mentions_context(source):
+        if source.error or source.empty or source.note or not source_mentions_context(source):
             continue
         try:
             for doc in documents(source, prefilter=True):
@@ -244,6 +244,8 @@ def from_files(sources: Iterable[Source], default_namespace: str) -> ClusterObje
             raise ContextError(f"{source.name}: {source.error}")
         if source.empty:
             raise ContextError(f"{source.name}: {source.empty}")
+        if source.note:  # kustomize configuration, a Helm chart: not cluster objects
+            continue
         try:
             for doc in documents(source, prefilter=False):
                 if isinstance(doc, yamlpos.SyntaxProblem):

@@ -34,12 +34,14 @@ class Options:
         explain: bool = False,
         fail_on: str = "deny",
         verbose: bool = False,
+        quiet: bool = False,
         err: TextIO | None = None,
     ):
         self.diff = diff
         self.explain = explain
         self.fail_on = fail_on
         self.verbose = verbose
+        self.quiet = quiet  # text: admitted documents are not listed (the summary still counts them)
         self.err = err  # where ``-o yaml`` reports problems (stdout stays applyable)
 
 
@@ -126,7 +128,12 @@ def placed(results: Iterable[CheckResult]) -> list[CheckResult]:
 
 def text_lines(r: CheckResult, options: Options) -> Iterator[str]:
     """The text report's lines for one result (none for a quiet skip)."""
-    if r.status is Status.SKIPPED and not options.verbose and not r.attention:
+    if r.status is Status.SKIPPED and not options.verbose and not r.attention and not r.noted:
+        return
+    if options.quiet and (r.status is Status.ADMITTED or r.noted):
+        return
+    if r.noted:
+        yield f"{r.where}: {r.message}"
         return
     if r.status is Status.EMPTY:
         yield f"{r.file}: empty: {r.message}"

@@ -8,7 +8,6 @@ objects they carry (Namespaces, Nodes, claim templates, device classes), then to
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import sys
@@ -38,39 +37,49 @@ class Source:
     path: Path | None = None
     error: str | None = None  # unreadable before the first line: a missing file, a permission
     empty: str | None = None  # holds nothing to check, and why (a directory with no manifests)
+    note: str | None = None  # not manifests, skipped with this note (kustomize configuration, a Helm chart)
     spool: IO[bytes] | None = None  # stdin, on disk
 
-    def lines(self) -> Iterator[str]:
+    def lines(self, errors: list[ReadError] | None = None) -> Iterator[str]:
         """The source's lines, line endings kept (``-o yaml`` reprints documents verbatim).
 
-        UTF-8, with or without a byte-order mark (as kubectl reads it). Raises :class:`ReadError`
-        with the line where decoding or reading failed.
+        UTF-8, with or without a byte-order mark (as kubectl reads it), decoded line by line so that a
+        bad byte is reported at its own line and the lines before it are already out. A line that is
+        not UTF-8 raises :class:`ReadError` at that line, or, given ``errors``, is recorded there and
+        read on (with U+FFFD for the bad bytes) so the caller can report that document and keep the
+        file's good ones. A read error raises :class:`ReadError` with the line it stopped at.
         """
         if self.spool is not None:
             self.spool.seek(0)
-            stream: IO[str] = io.TextIOWrapper(self.spool, encoding="utf-8-sig", newline="")
+            stream: IO[bytes] = self.spool
         else:
             assert self.path is not None
             try:
-                stream = self.path.open(encoding="utf-8-sig", newline="")
+                stream = self.path.open("rb")
             except OSError as exc:
                 raise ReadError(0, f"cannot read: {exc.strerror or exc}") from None
         number = 0
         try:
-            for line in stream:
+            for raw in stream:
                 number += 1
-                yield line
-        except UnicodeDecodeError as exc:
-            raise ReadError(
-                number + 1, f"not UTF-8 (byte 0x{exc.object[exc.start]:02x}); save the file as UTF-8"
-            ) from None
+                try:
+                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    bom = 3 if number == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
+                    problem = ReadError(
+                        number,
+                        f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} at column {exc.start + 1 - bom}); "
+                        "save the file as UTF-8",
+                    )
+                    if errors is None:
+                        raise problem from None
+                    errors.append(problem)
+                    yield raw.decode("utf-8", "replace")
         except OSError as exc:
             raise ReadError(number + 1, f"cannot read: {exc.strerror or exc}") from None
         finally:
-            if isinstance(stream, io.TextIOWrapper) and self.spool is not None:
-                stream.detach()  # keep the spool open for the second read
-            else:
-                stream.close()
+            if self.spool is None:
+                stream.close()  # the spool stays open for the second read
 
 
 def excluded(name: str, patterns: Iterable[str]) -> bool:
@@ -88,25 +97,59 @@ def read_sources(paths: list[str], *, exclude: Iterable[str] = ()) -> Iterator[S
         if patterns and excluded(raw, patterns):
             continue
         path = Path(raw)
-        if path.is_dir():
+        if path.is_dir() and (chart := _chart_note(path)):
+            yield Source(raw, path, note=chart)
+        elif path.is_dir():
             files = list(_walk(path, patterns))
             if not files:
                 what = "no *.yaml, *.yml or *.json files" + (" outside --exclude" if patterns else "")
                 yield Source(raw, path, empty=f"a directory with {what}")
             for file in files:
-                yield _file(file)
+                yield file if isinstance(file, Source) else _file(file)
         else:
             yield _file(path)
 
 
-def _walk(root: Path, patterns: tuple[str, ...]) -> Iterator[Path]:
-    """Manifests under ``root`` in a stable order; excluded directories are not entered."""
+KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
+
+
+def _chart_note(directory: Path) -> str | None:
+    """A Helm chart's directory (it holds Chart.yaml): templates, not manifests, until ``helm template``."""
+    if not (directory / "Chart.yaml").is_file():
+        return None
+    return (
+        "a Helm chart, skipped: its templates are not manifests until rendered; "
+        f"check them with `helm template RELEASE {directory} | gpu-admission check -`"
+    )
+
+
+def _walk(root: Path, patterns: tuple[str, ...]) -> Iterator[Path | Source]:
+    """Manifests under ``root`` in a stable order; excluded directories are not entered. A Helm chart
+    or a kustomization file found on the way is a noted Source (skipped with how to check it), not a
+    file to parse: a repository of manifests usually holds both, and neither is a manifest."""
     for current, dirs, files in os.walk(root):
-        dirs[:] = sorted(d for d in dirs if not (patterns and excluded(os.path.join(current, d), patterns)))
+        keep = []
+        for d in sorted(dirs):
+            full = os.path.join(current, d)
+            if patterns and excluded(full, patterns):
+                continue
+            if chart := _chart_note(Path(full)):
+                yield Source(full, Path(full), note=chart)
+                continue
+            keep.append(d)
+        dirs[:] = keep
         for name in sorted(files):
             full = os.path.join(current, name)
-            wanted = name.endswith(MANIFEST_SUFFIXES) and not (patterns and excluded(full, patterns))
-            if wanted and os.path.isfile(full):
+            if patterns and excluded(full, patterns):
+                continue
+            if name in KUSTOMIZATIONS and os.path.isfile(full):
+                yield Source(
+                    full,
+                    Path(full),
+                    note="kustomize configuration, skipped: not a manifest; check what it builds with "
+                    f"`kubectl kustomize {current} | gpu-admission check -`",
+                )
+            elif name.endswith(MANIFEST_SUFFIXES) and os.path.isfile(full):
                 yield Path(full)
 
 

@@ -67,6 +67,8 @@ def read_old(sources: Iterable[Source], default_namespace: str) -> OldObjects:
             raise OldError(f"{source.name}: {source.error}")
         if source.empty:
             raise OldError(f"{source.name}: {source.empty}")
+        if source.note:  # kustomize configuration, a Helm chart: not objects
+            continue
         try:
             for doc in documents(source, prefilter=False):
                 if isinstance(doc, yamlpos.SyntaxProblem):

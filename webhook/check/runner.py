@@ -52,6 +52,7 @@ class CheckResult:
     namespace: str = ""
     column: int = 0  # where a YAML error is; 0: not known / not an error
     attention: str = ""  # a skipped document that carries GPU resources or intent keys: where
+    noted: bool = False  # a skipped input that is not manifests (kustomize, Helm): always shown, with its note
 
     @property
     def where(self) -> str:
@@ -126,9 +127,13 @@ def check_sources(
         if source.empty is not None:
             yield CheckResult(source.name, 0, Status.EMPTY, message=source.empty)
             continue
+        if source.note is not None:
+            yield CheckResult(source.name, 0, Status.SKIPPED, message=source.note, noted=True)
+            continue
         found = False
         try:
-            for result in judge.chunks(source.name, yamlpos.iter_chunks(source.lines())):
+            bad: list[ReadError] = []
+            for result in _readable(judge, source.name, yamlpos.iter_chunks(source.lines(bad)), bad):
                 found = True
                 yield result
         except ReadError as exc:
@@ -136,6 +141,21 @@ def check_sources(
             yield CheckResult(source.name, exc.line, Status.ERROR, message=exc.message)
         if not found:
             yield CheckResult(source.name, 0, Status.EMPTY, message="no documents (an empty file, or only comments)")
+
+
+def _readable(
+    judge: _Judge, name: str, chunks: Iterable[tuple[int, str]], bad: list[ReadError]
+) -> Iterator[CheckResult]:
+    """Judge each document, except one holding a line that is not UTF-8: that one is an error at the
+    line, and the file's other documents are still judged."""
+    for start, text in chunks:
+        end = start + text.count("\n")
+        problem = next((e for e in bad if start <= e.line <= end), None)
+        if problem is not None:
+            bad[:] = [e for e in bad if not start <= e.line <= end]
+            yield CheckResult(name, problem.line, Status.ERROR, message=problem.message)
+            continue
+        yield from judge.chunks(name, ((start, text),))
 
 
 @dataclass(slots=True)

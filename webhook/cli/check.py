@@ -44,20 +44,24 @@ def register(sub: Any) -> None:
         help="namespace for objects that do not set one (default: default)",
     )
     p.add_argument(
-        "--namespaces",
+        "--namespace-labels",
+        "--namespaces",  # the old spelling, one letter from --namespace
+        dest="namespaces",
         metavar="FILE",
         help="namespace labels: a YAML map {namespace: {label: value}} or Namespace objects "
-        "(e.g. `kubectl get ns -o yaml`); wins over --context and the inputs",
+        "(e.g. `kubectl get ns -o yaml`); wins over --cluster-objects and the inputs (old spelling: --namespaces)",
     )
     p.add_argument(
-        "--context",
+        "--cluster-objects",
+        "--context",  # the old spelling, which reads like a kubeconfig context
+        dest="context",
         action="append",
         default=[],
         metavar="FILE",
         help="cluster objects the webhook would look up: Namespaces, Nodes, ResourceClaimTemplates, "
         "ResourceClaims, DeviceClasses, ResourceSlices, ComputeDomains (e.g. `kubectl get ns,nodes,"
         "resourceclaimtemplates,deviceclasses,resourceslices,computedomains -A -o yaml`); a file or directory, "
-        "repeatable; wins over the inputs' own such objects",
+        "repeatable; wins over the inputs' own such objects (old spelling: --context)",
     )
     p.add_argument(
         "--exclude",
@@ -96,7 +100,14 @@ def register(sub: Any) -> None:
         default="deny",
         help="exit 1 on denials (default) or also on warnings",
     )
-    p.add_argument("-v", "--verbose", action="store_true", help="also list skipped documents (text output)")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("-v", "--verbose", action="store_true", help="also list skipped documents (text output)")
+    shown.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="only denied and warned documents, problems and the summary (text output): for large repositories",
+    )
     p.set_defaults(handler=run)
 
 
@@ -126,12 +137,12 @@ def run(args: argparse.Namespace) -> int:
     try:
         labels = read_namespace_file(args.namespaces) if args.namespaces is not None else {}
     except (OSError, ValueError, yaml.YAMLError) as exc:
-        print(f"gpu-admission: --namespaces: {exc}", file=sys.stderr)
+        print(f"gpu-admission: --namespace-labels: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         context = from_files(read_sources(args.context), args.namespace)
     except ContextError as exc:
-        print(f"gpu-admission: --context: {exc}", file=sys.stderr)
+        print(f"gpu-admission: --cluster-objects: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     try:
         old = read_old(read_sources(args.old), args.namespace) if args.old else None
@@ -175,7 +186,12 @@ def _check(
     )
     tally = Tally()
     options = Options(
-        diff=args.diff, explain=args.explain, fail_on=args.fail_on, verbose=args.verbose, err=sys.stderr
+        diff=args.diff,
+        explain=args.explain,
+        fail_on=args.fail_on,
+        verbose=args.verbose,
+        quiet=args.quiet,
+        err=sys.stderr,
     )
     stream = Progress(sys.stderr, report=sys.stdout).observe(tally.observe(results))
     WRITERS[args.output](stream, sys.stdout, options, tally)

@@ -75,7 +75,9 @@ def register(sub: Any) -> None:
     test.add_argument("--policy", metavar="DIR", help="test this policy directory instead of each suite's own")
     test.add_argument("--run", metavar="REGEX", help="only cases whose 'suite/case' name matches REGEX")
     test.add_argument("-o", "--output", choices=("text", "json", "junit"), default="text")
-    test.add_argument("-v", "--verbose", action="store_true", help="=== RUN lines, every decision and trace")
+    test.add_argument(
+        "-v", "--verbose", action="store_true", help="every case (=== RUN, --- PASS), every decision and trace"
+    )
     test.add_argument(
         "--coverage", action="store_true", help="list the rules, classes and pools no passing case exercises"
     )
@@ -136,7 +138,9 @@ def register(sub: Any) -> None:
         help="namespaces that get per-namespace objects (e.g. claim templates); repeatable",
     )
     render.add_argument(
-        "--context",
+        "--cluster-objects",
+        "--context",  # check's old spelling, kept here too
+        dest="context",
         action="append",
         default=[],
         metavar="FILE",
@@ -150,7 +154,8 @@ def register(sub: Any) -> None:
         default=[],
         metavar="CIDR",
         help="the API server's addresses, the only sources the NetworkPolicy admits to the webhook port "
-        "(repeatable; default: any address)",
+        "and, with the monitoring namespace, to the metrics port (repeatable; none: the webhook port admits any "
+        "address, and the render says so)",
     )
     render.add_argument(
         "--monitoring-namespace",
@@ -430,13 +435,12 @@ def run_render(args: argparse.Namespace) -> int:
 
         sys.stdout.write(table(policy))
         return EXIT_OK
-    defaults = RenderOptions()
     options = RenderOptions(
         namespace=args.webhook_namespace,
         policy_files=files,
         namespaces=namespaces,
         namespace_labels=labels,
-        control_plane_cidrs=tuple(args.control_plane_cidr) or defaults.control_plane_cidrs,
+        control_plane_cidrs=tuple(args.control_plane_cidr),
         monitoring_namespace=args.monitoring_namespace,
         availability=args.availability,
         kube_version=version,
@@ -452,6 +456,10 @@ def run_render(args: argparse.Namespace) -> int:
             return EXIT_UNUSABLE
     else:
         objects = render(policy, options)
+        from webhook.render.networkpolicy import open_webhook_port_note
+
+        if (note := open_webhook_port_note(options)) is not None:
+            print(f"gpu-admission policy render: note: {note}", file=err)
     header = HEADER + exception_notes(policy)
     sys.stdout.write(to_json(objects) if args.output == "json" else to_yaml(objects, header))
     return EXIT_OK

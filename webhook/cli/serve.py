@@ -215,6 +215,11 @@ def run(args: argparse.Namespace) -> int:
     tls_cert, tls_key = args.tls_cert, args.tls_key
     if not tls_cert:
         tls_cert, tls_key = _dev_certs(args.certs_dir)
+    from webhook.server.tls import check_files
+
+    problem = check_files(tls_cert, tls_key, args.client_ca)
+    if problem:  # never a "ready" server that fails every handshake
+        return _fail(f"{problem}; nothing started")
 
     settings = ServeSettings(
         policy=args.policy,

@@ -32,6 +32,7 @@ from webhook.engine.deadline import check as past_deadline
 from webhook.engine.decision import Action, Decision, Placement, Violation, WasteReport
 from webhook.engine.device_reach import exposed_pools, has_trigger, may_reach_a_pool
 from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
+from webhook.engine.intent_keys import unknown_keys
 from webhook.engine.mutations import gang as gang_step
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.pool_stack import families_on
@@ -166,6 +167,7 @@ def evaluate(
     past_deadline(deadline, "reading templates")
     stranded = () if kind.mutate else _stranded_intent(policy, meta, kind, states)
     device_only = False  # a CPU-only object that can reach a GPU pool: only its containers' device env is ours
+    stranded += unknown_keys(policy, obj, states)  # a typo'd or misplaced key: judged, never skipped
     for s in states:  # relevant when a template declares intent or asks for GPUs
         if s.intent is not None or s.resources.has_gpu:
             break
@@ -676,7 +678,9 @@ def _waste(ctx: Context) -> WasteReport | None:
         return None
     res = primary.resolution
     devices = primary.judged.effective_devices() or 1
-    pods = ctx.gang.size if ctx.gang is not None else 1
+    # the pods this object creates: a bare pod is one pod even in a gang of N (its gang-size counts the
+    # other pods' objects too, each of which reports its own device: N x N if counted here)
+    pods = ctx.gang.size if ctx.gang is not None and ctx.kind != "Pod" else 1
     device, device_bytes = res.device_name, res.device_bytes
     for claim in primary.judged.claims:  # a slice the devices' request policy rounds up holds more
         for request in claim.requests:

@@ -239,15 +239,21 @@ class IntentKeys:
     container: str
     annotations: frozenset[str] = frozenset()
     """Every key above but ``workload`` (a label): the ones read from annotations."""
+    label_set: frozenset[str] = frozenset()
+    """``workload``: the one key read from labels (a set, for the stray-key scan's lookup)."""
 
     @classmethod
     def for_prefix(cls, prefix: str) -> IntentKeys:
         names = {
             name: f"{prefix}/{name.replace('_', '-')}"
             for name in cls.__dataclass_fields__  # type: ignore[attr-defined]
-            if name != "annotations"
+            if name not in ("annotations", "label_set")
         }
-        return cls(**names, annotations=frozenset(v for k, v in names.items() if k != "workload"))
+        return cls(
+            **names,
+            annotations=frozenset(v for k, v in names.items() if k != "workload"),
+            label_set=frozenset((names["workload"],)),
+        )
 
 
 @dataclass(frozen=True)

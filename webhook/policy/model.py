@@ -671,7 +671,9 @@ class Settings(Model):
     prefix: Annotated[str, AfterValidator(lambda v: _label_key(v + "/x") and v)] = "gpu-admission.io"
     waste_fraction: float = Field(0.5, gt=0, le=1, description="whole-gpu-waste threshold")
     failure: Literal["allow", "deny"] = Field(
-        "allow", description="what admission does when a rule raises: admit (logged) or deny"
+        "allow",
+        description="what /mutate does when the engine raises: admit without a patch (logged) or deny; "
+        "/validate denies such an object either way (engine-error)",
     )
     raw_requests: Literal["pin", "deny"] = Field(
         "pin",

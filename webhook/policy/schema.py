@@ -252,7 +252,9 @@ FIELDS: dict[str, dict[str, Any]] = {
             "wasteFraction: 0.5",
         ),
         "failure": (
-            "what admission does when a rule raises an exception: `allow` (logged, counted) or `deny`",
+            "what `/mutate` does when the engine raises on an object: `allow` (admitted without a patch, "
+            "logged, counted) or `deny`; `/validate` denies such an object either way (`engine-error`), so "
+            "`allow` is not fail-open: it only lets the denial come from `/validate`",
             "failure: allow",
         ),
         "rawRequests": (

@@ -56,8 +56,12 @@ def write_text(
     verbose: bool = False,
     coverage: Sequence[Coverage] = (),
 ) -> None:
+    """Failures (with their diff and decision) and a line per suite, then the summary; ``verbose`` adds
+    every case (``=== RUN``, ``--- PASS``) and decision traces, as ``go test -v`` does."""
     for suite in results:
         for r in suite.cases:
+            if r.passed and not verbose:  # a passing case is one number in the summary
+                continue
             if verbose:
                 out.write(f"=== RUN   {r.case.id}\n")
             status = "PASS" if r.passed else "FAIL"

@@ -36,10 +36,11 @@ class RenderOptions:
     namespaces: tuple[str, ...] = ()
     # labels of namespaces known from Namespace objects (--context): entitlement is judged from them
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    # sources allowed to reach the webhook and metrics ports: the API server's addresses. The
-    # default admits any address, because where the API server lives is cluster-specific (outside
-    # the pod network on managed clusters); narrow it with --control-plane-cidr.
-    control_plane_cidrs: tuple[str, ...] = ("0.0.0.0/0", "::/0")
+    # the API server's addresses, the only sources admitted to the webhook port (and, with the
+    # monitoring namespace, to the metrics port). None given: where the API server lives is
+    # cluster-specific (outside the pod network on managed clusters), so the webhook port stays open
+    # to any address (ANY_ADDRESS; the render says so) while the metrics port never is.
+    control_plane_cidrs: tuple[str, ...] = ()
     # namespace whose pods (Prometheus) may scrape the metrics port; "" for none
     monitoring_namespace: str = "monitoring"
     # "webhook": the validating webhook fails closed (an outage blocks GPU workloads); "in-tree": it

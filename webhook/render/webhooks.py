@@ -170,11 +170,6 @@ def cel_string(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _label_in(meta: str, key: str) -> str:
-    """``key`` is a label of ``meta`` (a CEL path to an ObjectMeta whose parent is known to exist)."""
-    return f"(has({meta}) && has({meta}.labels) && {cel_string(key)} in {meta}.labels)"
-
-
 @dataclass(frozen=True)
 class TemplateBranch:
     """Where one intercepted resource keeps its pod templates: ``templates`` is a CEL list of pod
@@ -258,8 +253,18 @@ def template_branches(policy: Policy) -> list[TemplateBranch]:
     return out
 
 
-def _intent_label_on_template(policy: Policy) -> str:
-    return _label_in("t.metadata", policy.keys.workload)
+def _intent_key_in(meta: str, policy: Policy) -> str:
+    """A label or annotation of ``meta`` under the intent prefix: the workload label, an intent key, or a
+    typo'd or misplaced one (which the webhook answers with an ``intent-unknown-key`` warning)."""
+    prefix = cel_string(policy.settings.prefix + "/")
+    return (
+        f"(has({meta}) && (\n  (has({meta}.labels) && {meta}.labels.exists(k, k.startsWith({prefix}))) ||\n"
+        f"  (has({meta}.annotations) && {meta}.annotations.exists(k, k.startsWith({prefix})))))"
+    )
+
+
+def _intent_key_on_template(policy: Policy) -> str:
+    return _intent_key_in("t.metadata", policy)
 
 
 def _gpu_resource_in_template(policy: Policy) -> str | None:
@@ -426,7 +431,7 @@ def _device_trigger_in_template(policy: Policy) -> str | None:
 
 # policy -> a CEL test on pod template ``t`` (or None); the template is GPU-relevant when any holds
 TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
-    _intent_label_on_template,
+    _intent_key_on_template,
     _gpu_resource_in_template,
     _fraction_in_template,
     _dra_in_template,
@@ -436,16 +441,15 @@ TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
 
 
 def _object_tests(policy: Policy) -> list[str]:
-    key = policy.keys.workload
     tests = []
     if any(k.scale is not None for k in policy.kinds.values()):
         # a Scale carries no template: the webhook reads the object it scales (only a changed count is
         # sent: update-changes-intent-or-template) and the engine judges it
         tests.append("(has(request.subResource) && request.subResource == 'scale')")
     tests += [
-        _label_in("object.metadata", key),
+        _intent_key_in("object.metadata", policy),
         "(has(object.spec) && has(object.spec.jobTemplate) &&\n  "
-        + _label_in("object.spec.jobTemplate.metadata", key)
+        + _intent_key_in("object.spec.jobTemplate.metadata", policy)
         + ")",
     ]
     mapped = sorted(n for n in policy.dra.extended if not policy.is_gpu_resource(n))

@@ -135,6 +135,13 @@ class AdmissionServer(BaseApplication):
         if problem:
             print(f"gpu-admission serve: cannot listen on {self.settings.bind}: {problem}", file=sys.stderr)
             raise SystemExit(1)
+        # the metrics port the same way: a taken one would otherwise only be an error line after "starting"
+        if self.settings.metrics_bind and (problem := bind_problem(self.settings.metrics_bind)):
+            print(
+                f"gpu-admission serve: cannot listen on {self.settings.metrics_bind} (--metrics-bind): {problem}",
+                file=sys.stderr,
+            )
+            raise SystemExit(1)
         super().run()
 
     # --- hooks: master ----------------------------------------------------------------------------
@@ -145,7 +152,7 @@ class AdmissionServer(BaseApplication):
             try:
                 metrics.serve_metrics(host, port)
                 server_log.info(f"metrics on http://{self.settings.metrics_bind}/metrics")
-            except OSError as exc:  # admission matters more than metrics: keep serving, say so loudly
+            except OSError as exc:  # taken since the check in run(): admission matters more, say so loudly
                 server_log.error(f"metrics endpoint {self.settings.metrics_bind} not started: {exc}")
         # the master is up; the workers boot next and each says when it serves (post_worker_init)
         server_log.info(

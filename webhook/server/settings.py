@@ -19,7 +19,7 @@ class ServeSettings:
     tls_key: str | None = None
     client_ca: str | None = None
     client_names: tuple[str, ...] = ("kube-apiserver",)  # with client_ca: accepted CN / DNS SAN names
-    bind: str = "0.0.0.0:8443"
+    bind: str = "127.0.0.1:8443"  # loopback: a laptop's dev server; the Deployment binds the pod IP
     workers: int = 2
     threads: int = 8
     metrics_bind: str | None = "127.0.0.1:9102"  # None: none; the Deployment opts in to the pod IP

@@ -34,6 +34,61 @@ TLS12_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20"
 AEAD and are not affected by this setting."""
 
 
+def pair_problem(
+    cert_pem: bytes, key_pem: bytes, cert_name: str = "the certificate", key_name: str = "the key"
+) -> str | None:
+    """Why this serving certificate and key cannot serve TLS, in words (None when they can).
+
+    ``ssl`` says ``PEM lib`` or ``KEY_VALUES_MISMATCH``; this names the file and the fix: not PEM,
+    an encrypted key, or a key that is not the certificate's. Checked before gunicorn starts (a
+    server that says "ready" and drops every handshake is worse than one that does not start) and
+    on every rotation (a bad new pair leaves the last good one serving)."""
+    from cryptography import x509
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        chain = x509.load_pem_x509_certificates(cert_pem)
+    except ValueError:
+        return f"{cert_name} is not a PEM certificate (expected a -----BEGIN CERTIFICATE----- block)"
+    try:
+        key = serialization.load_pem_private_key(key_pem, password=None)
+    except TypeError:
+        return f"{key_name} is encrypted; give the serving key without a passphrase"
+    except (ValueError, UnsupportedAlgorithm):
+        return f"{key_name} is not a PEM private key (expected a -----BEGIN ... PRIVATE KEY----- block)"
+    public = serialization.PublicFormat.SubjectPublicKeyInfo
+    if chain[0].public_key().public_bytes(serialization.Encoding.DER, public) != key.public_key().public_bytes(
+        serialization.Encoding.DER, public
+    ):
+        return (
+            f"{key_name} does not match {cert_name} (the first certificate's public key is another key's); "
+            "give the key the certificate was issued for"
+        )
+    return None
+
+
+def check_files(cert: str, key: str, client_ca: str | None = None) -> str | None:
+    """``pair_problem`` for files, and a client CA that must load: the reason ``serve`` refuses to start."""
+    try:
+        problem = pair_problem(_read(cert), _read(key), f"--tls-cert {cert}", f"--tls-key {key}")
+    except OSError as exc:
+        return f"cannot read the serving certificate or key: {exc}"
+    if problem:
+        return problem
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        context.load_cert_chain(cert, key)
+    except (ssl.SSLError, OSError) as exc:
+        return f"--tls-cert {cert} / --tls-key {key} do not load: {exc}"
+    if client_ca:
+        try:
+            context.load_verify_locations(cafile=client_ca)
+        except (ssl.SSLError, OSError) as exc:
+            return f"--client-ca {client_ca} is not a PEM CA bundle: {exc}"
+    return None
+
+
 def _read(path: str | None) -> bytes:
     if not path:
         return b""
@@ -84,6 +139,10 @@ class CertReloader:
             self._fail(f"cannot read certificate files: {exc}")
             return
         if digest == self._digest:
+            return
+        problem = pair_problem(cert, _read(conf.keyfile), str(conf.certfile), str(conf.keyfile))
+        if problem:  # a half-rotated or wrong pair: say why, in words
+            self._fail(f"cannot load certificate/key: {problem}")
             return
         try:
             ctx = self._factory()  # type: ignore[misc]

@@ -21,6 +21,17 @@ def intent_invalid(ctx: Context) -> Iterable[Finding]:
 
 
 @rule(
+    "intent-unknown-key",
+    Action.WARN,
+    "a label or annotation under the intent prefix that is not an intent key (a typo such as gpu-mem), or an "
+    "intent key on the wrong side (workload as an annotation): ignored by the webhook, so named with the key meant",
+    needs=("findings",),
+)
+def intent_unknown_key(ctx: Context) -> Iterable[Finding]:
+    return resolution_findings(ctx, "intent-unknown-key")
+
+
+@rule(
     "class-not-allowed",
     Action.DENY,
     "namespace not entitled to the class or pool, or unknown to the server (not cached, not found by a GET)",

@@ -115,9 +115,12 @@ def _mig_devices(c: ContainerResources) -> int | Fraction:
 
 
 def judged_pool(ctx: Context, state: TemplateState) -> CompiledPool | None:
-    """The pool the template lands on: the resolved one, else the one its nodeSelector targets."""
+    """The pool the template lands on: the resolved one, the one a raw request is pinned to, else the
+    one its nodeSelector targets (a pinned raw request is held to the pool's limits like a class pod)."""
     if state.resolution is not None:
         return state.resolution.pool
+    if state.pinned is not None:
+        return ctx.policy.pools[state.pinned]
     if len(state.targeted_pools) == 1:
         return ctx.policy.pools[state.targeted_pools[0]]
     return None

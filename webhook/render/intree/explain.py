@@ -76,6 +76,7 @@ WHY: dict[str, tuple[str, str]] = {
     ),
     "gang-unschedulable": ("", "pool capacity against the gang, backends' partial admission: cross-object facts"),
     "claim-unresolved": ("", "needs the ResourceClaimTemplates, ResourceClaims and DeviceClasses: other objects"),
+    "intent-unknown-key": ("", "a warning with a did-you-mean; not rendered: the webhook's warning is enough"),
     "device-taint-tolerated": ("", "claim templates and the entitlement's allowed device taints: other objects"),
     "scheduler-claim-forged": ("", "judged on ResourceClaims by the webhook only; not rendered yet"),
     "claim-capacity-unsatisfiable": ("", "needs the devices' ResourceSlices: other objects"),
