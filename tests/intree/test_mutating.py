@@ -42,10 +42,6 @@ def shapes(cls: str) -> dict[str, dict]:
     sel["spec"]["nodeSelector"] = {"kubernetes.io/arch": "amd64"}
     sel["spec"]["tolerations"] = [{"key": "team", "operator": "Equal", "value": "a", "effect": "NoSchedule"}]
     out["own selector and toleration"] = sel
-    two = copy.deepcopy(base)
-    two["spec"]["containers"].append({"name": "sidecar", "image": "envoy:1"})
-    two["spec"]["initContainers"] = [{"name": "init", "image": "busybox:1"}]
-    out["sidecar and init container"] = two
     return out
 
 
@@ -135,6 +131,11 @@ NOT_SIMPLE = {
         }
     ),
     "nodeName": lambda p: p["spec"].update({"nodeName": "n1"}),
+    # its other containers need NVIDIA_VISIBLE_DEVICES=void, written per container by the webhook
+    "a sidecar and an init container": lambda p: (
+        p["spec"]["containers"].append({"name": "sidecar", "image": "envoy:1"}),
+        p["spec"].update({"initContainers": [{"name": "init", "image": "busybox:1"}]}),
+    ),
 }
 
 

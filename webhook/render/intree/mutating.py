@@ -274,6 +274,15 @@ def _conditions(policy: Policy, cls: str, indices: list[int], patch: list[dict[s
             "    has(object.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution)) &&\n"
             f"  !(has(object.spec.nodeSelector) && ({conflicts}))",
         },
+        {
+            # every other container would need NVIDIA_VISIBLE_DEVICES=void, which the webhook writes per
+            # container; a pod of more than its GPU container is left to the webhook (and denied in-tree,
+            # placement-missing, while it is down)
+            "name": "one-container",
+            "expression": "has(object.spec) && has(object.spec.containers) && size(object.spec.containers) == 1 &&\n"
+            "  !(has(object.spec.initContainers) && size(object.spec.initContainers) > 0) &&\n"
+            "  !(has(object.spec.ephemeralContainers) && size(object.spec.ephemeralContainers) > 0)",
+        },
         {"name": "entitled", "expression": f"({entitlement}) in [{', '.join(map(str, indices))}]"},
     ]
 
