@@ -123,7 +123,8 @@ def test_waste_in_json_and_junit(tmp_path, cli):
 
 
 def test_a_bare_pod_gang_counts_each_pod_once(cli, tmp_path):
-    """Two pods of a gang of 2, 8 H100s each: 16 cards, 1280Gi (each pod object is one pod, not the gang)."""
+    """Two pods of a gang of 2, 8 H100s each: 16 cards of 81559 MiB, the memory an H100-80GB node reports (each
+    pod object is one pod, not the gang: not 2 x 16 cards)."""
     pod = (
         "apiVersion: v1\nkind: Pod\nmetadata:\n  name: w{i}\n  labels: {{gpu-admission.io/workload: training}}\n"
         "  annotations: {{gpu-admission.io/gpus: '8', gpu-admission.io/gang: g1, gpu-admission.io/gang-size: '2'}}\n"
@@ -134,6 +135,6 @@ def test_a_bare_pod_gang_counts_each_pod_once(cli, tmp_path):
     run = cli("check", path, "--namespace", "ml", "-o", "json")
     report = json.loads(run.out)
     assert [r["gpuMemory"]["pods"] for r in report["results"]] == [1, 1]
-    assert report["summary"]["gpuMemory"]["undeclaredBytes"] == 16 * 80 * 2**30
+    assert report["summary"]["gpuMemory"]["undeclaredBytes"] == 16 * 81559 * 2**20
     text = cli("check", path, "--namespace", "ml").out
-    assert "1280Gi allocated to 2 objects without gpu-memory" in text and "2560Gi" not in text
+    assert "1274.4Gi allocated to 2 objects without gpu-memory" in text and "2548.7Gi" not in text
