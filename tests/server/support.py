@@ -410,3 +410,35 @@ def kube_api(url: str, api: str = "CoreV1Api") -> Any:
     configuration = client.Configuration()
     configuration.host = url
     return getattr(client, api)(client.ApiClient(configuration))
+
+
+def kubeconfig_for(tmp_path: Path, url: str) -> Path:
+    """A kubeconfig that points the real ``kubernetes`` client at a fake apiserver on loopback."""
+    path = tmp_path / "kubeconfig"
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters: [{{name: fake, cluster: {{server: '{url}'}}}}]\n"
+        "users: [{name: u, user: {token: t}}]\n"
+        "contexts: [{name: c, context: {cluster: fake, user: u}}]\ncurrent-context: c\n"
+    )
+    return path
+
+
+def cluster_server(tmp_path: Path, certs: Any, url: str, threads: int = 2) -> ServerProcess:
+    """One gunicorn worker in cluster mode: namespaces watched (and objects read) through the fake
+    apiserver at ``url``."""
+    return ServerProcess(
+        tmp_path,
+        serve_args(
+            certs,
+            "--namespaces",
+            "cluster",
+            "--kubeconfig",
+            str(kubeconfig_for(tmp_path, url)),
+            "--workers",
+            "1",
+            "--threads",
+            str(threads),
+        ),
+        ca_files=[certs.ca_cert],
+    )

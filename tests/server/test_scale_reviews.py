@@ -27,7 +27,7 @@ import pytest
 
 from tests.conftest import POLICIES
 from tests.server.fake_apiserver import FakeNamespaceAPI
-from tests.server.support import ServerProcess, check_response, eventually, serve_args
+from tests.server.support import check_response, cluster_server, eventually
 from webhook.server.admission import Admitter
 from webhook.server.namespaces import OfflineNamespaces
 from webhook.server.reload import PolicyStore
@@ -150,35 +150,12 @@ def test_a_scale_of_a_kind_without_a_declared_scale_is_not_read(fake):
     assert len(fake.requests) == before
 
 
-def _kubeconfig(tmp_path: Path, url: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters: [{{name: fake, cluster: {{server: '{url}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: fake, user: u}}]\ncurrent-context: c\n"
-    )
-    return path
 
 
 def test_scale_reviews_in_a_gunicorn_worker(tmp_path: Path, server_certs, fake):
     """The served path: gunicorn, TLS, cluster mode (namespaces watched, parents read with the
     kubeconfig's credentials)."""
-    server = ServerProcess(
-        tmp_path,
-        serve_args(
-            server_certs,
-            "--namespaces",
-            "cluster",
-            "--kubeconfig",
-            str(_kubeconfig(tmp_path, fake.url)),
-            "--workers",
-            "1",
-            "--threads",
-            "2",
-        ),
-        ca_files=[server_certs.ca_cert],
-    )
+    server = cluster_server(tmp_path, server_certs, fake.url)
     server.start(wait_ready=False)
     try:
         client = server.client()

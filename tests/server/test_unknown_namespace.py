@@ -26,13 +26,12 @@ import pytest
 from tests.server import objects
 from tests.server.fake_apiserver import FakeNamespaceAPI
 from tests.server.support import (
-    ServerProcess,
     check_response,
+    cluster_server,
     eventually,
     kube_api,
     patch_ops,
     review,
-    serve_args,
     stored,
 )
 from webhook.server.namespace_watch import NamespaceWatchCache
@@ -217,15 +216,6 @@ def test_offline_sources_have_no_facts_and_keep_the_name_label_only():
 # --- through the real server ---------------------------------------------------------------------
 
 
-def _kubeconfig(tmp_path: Path, url: str) -> Path:
-    path = tmp_path / "kubeconfig"
-    path.write_text(
-        "apiVersion: v1\nkind: Config\n"
-        f"clusters: [{{name: fake, cluster: {{server: '{url}'}}}}]\n"
-        "users: [{name: u, user: {token: t}}]\n"
-        "contexts: [{name: c, context: {cluster: fake, user: u}}]\ncurrent-context: c\n"
-    )
-    return path
 
 
 def _validate(client, obj: dict, namespace: str) -> dict:
@@ -237,21 +227,7 @@ def _validate(client, obj: dict, namespace: str) -> dict:
 
 def test_unknown_namespaces_in_a_gunicorn_worker(tmp_path: Path, server_certs):
     fake = FakeNamespaceAPI({"research": {}, "serving-team": SERVING}).start()
-    server = ServerProcess(
-        tmp_path,
-        serve_args(
-            server_certs,
-            "--namespaces",
-            "cluster",
-            "--kubeconfig",
-            str(_kubeconfig(tmp_path, fake.url)),
-            "--workers",
-            "1",
-            "--threads",
-            "2",
-        ),
-        ca_files=[server_certs.ca_cert],
-    )
+    server = cluster_server(tmp_path, server_certs, fake.url)
     server.start(wait_ready=False)
     stopped = False
     try:
@@ -333,21 +309,7 @@ def test_forged_reviews_for_random_namespaces_cost_bounded_gets(tmp_path: Path, 
     ones cost at most what the lookup rate allows (10 at once, then 10 a second, per worker; before:
     one each); a real review is answered as usual meanwhile."""
     fake = FakeNamespaceAPI({"research": {}}).start()
-    server = ServerProcess(
-        tmp_path,
-        serve_args(
-            server_certs,
-            "--namespaces",
-            "cluster",
-            "--kubeconfig",
-            str(_kubeconfig(tmp_path, fake.url)),
-            "--workers",
-            "1",
-            "--threads",
-            "4",
-        ),
-        ca_files=[server_certs.ca_cert],
-    )
+    server = cluster_server(tmp_path, server_certs, fake.url, threads=4)
     server.start(wait_ready=False)
     plain = [f"plain-{uuid.uuid4().hex[:12]}" for _ in range(100)]
     gpu = [f"gpu-{uuid.uuid4().hex[:12]}" for _ in range(100)]
