@@ -40,6 +40,10 @@ class Inventory(Protocol):
         """Objects to judge; ``None`` stands for one the screen left unparsed (not GPU-relevant)."""
         ...
 
+    def units(self, screen: Callable[[str], bool] | None = None) -> Iterator[Any]:
+        """:meth:`objects` for a process pool: an object, an unparsed snapshot item, or ``None``."""
+        ...
+
 
 def slim_node(node: dict[str, Any]) -> dict[str, Any]:
     """What the engine reads of a Node (labels, taints, allocatable): a Node with its image list and
@@ -89,9 +93,34 @@ class SnapshotInventory:
                 ):
                     yield None
                 continue
-            meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-            if self.namespace and meta.get("namespace") not in (None, self.namespace):
+            if in_namespace(obj, self.namespace):
+                yield obj
+
+    def units(self, screen: Callable[[str], bool] | None = None) -> Iterator[snapshot.Item | None]:
+        """:meth:`objects` for a process pool: each item to judge *unparsed* (a worker parses it with
+        :func:`parse_unit`, which also applies ``--namespace``), ``None`` as in :meth:`objects`."""
+        for item, kept in snapshot.objects_unparsed(self.paths, screen):
+            self.listing = item.file
+            if not kept:
+                if not self.namespace or _NAMESPACE.search(item.text) is None or (
+                    _NAMESPACE.search(item.text).group(1) == self.namespace  # type: ignore[union-attr]
+                ):
+                    yield None
                 continue
+            yield snapshot.Item(item.file, item.line, item.text)  # dedented once: only the text travels
+
+
+def in_namespace(obj: dict[str, Any], namespace: str | None) -> bool:
+    """Whether ``--namespace`` keeps a parsed object (a cluster-scoped one is always kept)."""
+    meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
+    return not namespace or meta.get("namespace") in (None, namespace)
+
+
+def parse_unit(item: snapshot.Item, namespace: str | None) -> Iterator[dict[str, Any]]:
+    """The objects of a unit of :meth:`SnapshotInventory.units`, as :meth:`SnapshotInventory.objects`
+    would have yielded them (the judging pass's parse, then ``--namespace``)."""
+    for _, obj in snapshot.parse_item(item, item.file, strip=True):
+        if in_namespace(obj, namespace):
             yield obj
 
 
@@ -134,6 +163,10 @@ class ClusterInventory:
         """Every listed object (JSON from the API is cheap to parse: there is no text to screen)."""
         for resource in self.workload_resources():
             yield from self._list(resource)
+
+    def units(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
+        """:meth:`objects` for a process pool: the API's objects are parsed already."""
+        return self.objects(screen)
 
     def _list(self, resource: Resource) -> Iterator[dict[str, Any]]:
         name = f"{resource.plural}.{resource.group}" if resource.group else resource.plural

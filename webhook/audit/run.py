@@ -37,7 +37,10 @@ class Audit:
     owners: dict[tuple[str, str, str], str] = field(default_factory=dict)
     context_counts: dict[str, int] = field(default_factory=dict)
 
-    def run(self) -> Iterator[Judged]:
+    def run(self, workers: int = 1) -> Iterator[Judged]:
+        """Every object's record, in the inventory's order. ``workers`` > 1 parses (snapshots) and
+        judges on that many processes (:func:`webhook.pool.ordered`): the same records in the same
+        order, since who owns whom is still decided here, in order."""
         found = self.inventory.context(self.default_namespace)
         self.context_counts = found.counts()
         cluster = found.cluster()
@@ -45,6 +48,9 @@ class Audit:
         words = markers(self.policy, cluster)
         if self.baseline is not None:
             words += markers(self.baseline, cluster)
+        if workers > 1:
+            yield from self._parallel(Screen(words), _Verdicts(self, cluster, labels), workers)
+            return
         for obj in self.inventory.objects(Screen(words)):
             if obj is None:  # the screen's: names nothing either policy could find relevant
                 yield Judged("", "", "", "", "", Status.SKIPPED, skip=NOT_GPU)
@@ -52,11 +58,77 @@ class Audit:
             yield self.one(obj, cluster, labels)
 
     def one(self, obj: dict[str, Any], cluster: Cluster, labels: dict[str, dict[str, str]]) -> Judged:
+        new = _Verdicts(self, cluster, labels).verdict(obj)
+        return new if new.status is Status.SKIPPED else self._owned(new, controller_of(obj))
+
+    def _owned(self, new: Judged, owner: tuple[str, str] | None) -> Judged:
+        """Name ``new``'s controller chain: the only state of the loop, so it stays in this process."""
+        if owner is not None:
+            above = self.owners.get((new.namespace, *owner))
+            new.owner = f"{above} (via {owner[0]}/{owner[1]})" if above else f"{owner[0]}/{owner[1]}"
+            if new.kind != "Pod":  # a controller's own owner, for the pods it will report
+                self.owners[(new.namespace, new.kind, new.name)] = new.owner
+        return new
+
+    def _parallel(self, screen: Screen, verdicts: _Verdicts, workers: int) -> Iterator[Judged]:
+        from webhook.pool import Ready, Task, ordered
+
+        def jobs() -> Iterator[Ready[Any] | Task]:
+            batch: list[Any] = []
+            for unit in self.inventory.units(screen):
+                if unit is None:
+                    if batch:
+                        yield Task(_judge_units, (batch,), len(batch))
+                        batch = []
+                    yield Ready(None)
+                    continue
+                batch.append(unit)
+                if len(batch) >= UNITS_PER_TASK:
+                    yield Task(_judge_units, (batch,), len(batch))
+                    batch = []
+            if batch:
+                yield Task(_judge_units, (batch,), len(batch))
+
+        for value in ordered(
+            jobs(), workers, initializer=_init_worker, initargs=(verdicts,), min_size=2 * UNITS_PER_TASK
+        ):
+            if value is None:
+                yield Judged("", "", "", "", "", Status.SKIPPED, skip=NOT_GPU)
+                continue
+            for new, owner in value:
+                yield new if new.status is Status.SKIPPED else self._owned(new, owner)
+
+
+UNITS_PER_TASK = 32
+"""Objects (or unparsed snapshot items) per task of the pool: a stored pod is ~4 KB of text, so a
+task's round trip stays small next to its ~30 ms of parsing and judging."""
+
+
+@dataclass(slots=True)
+class _Verdicts:
+    """What judging one object needs, without the loop's state (owners) or the inventory (a client):
+    what a pool worker gets once, by fork."""
+
+    policy: Policy
+    baseline: Policy | None
+    not_intercepted: frozenset[str]
+    cluster: Cluster
+    labels: dict[str, dict[str, str]]
+    namespace: str | None = None  # --namespace, for snapshot items parsed in a worker
+
+    def __init__(self, audit: Audit, cluster: Cluster, labels: dict[str, dict[str, str]]) -> None:
+        self.policy, self.baseline, self.not_intercepted = audit.policy, audit.baseline, audit.not_intercepted
+        self.cluster, self.labels = cluster, labels
+        self.namespace = getattr(audit.inventory, "namespace", None)
+
+    def verdict(self, obj: dict[str, Any]) -> Judged:
+        """One object's record, before its owner chain is named (:meth:`Audit._owned`)."""
         api_version, kind, namespace, name, uid = identity(obj)
         if namespace in self.not_intercepted or is_mirror_pod(obj):
             skip = NOT_INTERCEPTED if namespace in self.not_intercepted else MIRROR_POD
             return Judged(api_version, kind, namespace, name, uid, Status.SKIPPED, skip=skip)
-        ns_labels = labels.get(namespace) if namespace else None
+        ns_labels = self.labels.get(namespace) if namespace else None
+        cluster = self.cluster
         new = judge(self.policy, obj, cluster=cluster, namespace_labels=ns_labels, mutation=self.baseline is not None)
         if self.baseline is not None:
             old = judge(self.baseline, obj, cluster=cluster, namespace_labels=ns_labels, mutation=True)
@@ -64,12 +136,25 @@ class Audit:
                 new.change = compare(old, new)
                 if new.status is Status.SKIPPED:  # judged by the old policy only: reported as admitted now
                     new.status, new.skip = Status.ADMITTED, ""
-        if new.status is Status.SKIPPED:
-            return new
-        owner = controller_of(obj)
-        if owner is not None:
-            above = self.owners.get((namespace, *owner))
-            new.owner = f"{above} (via {owner[0]}/{owner[1]})" if above else f"{owner[0]}/{owner[1]}"
-            if kind != "Pod":  # a controller's own owner, for the pods it will report
-                self.owners[(namespace, kind, name)] = new.owner
         return new
+
+
+_WORKER: _Verdicts | None = None  # a pool worker's judge, set once by its initializer
+
+
+def _init_worker(verdicts: _Verdicts) -> None:
+    global _WORKER
+    _WORKER = verdicts
+
+
+def _judge_units(units: list[Any]) -> list[tuple[Judged, tuple[str, str] | None]]:
+    """A pool task: parse (snapshot items) and judge a batch; each record with its object's owner."""
+    from webhook.audit.inventory import parse_unit
+    from webhook.audit.snapshot import Item
+
+    assert _WORKER is not None, "the pool's initializer sets the judge"
+    out: list[tuple[Judged, tuple[str, str] | None]] = []
+    for unit in units:
+        for obj in parse_unit(unit, _WORKER.namespace) if isinstance(unit, Item) else (unit,):
+            out.append((_WORKER.verdict(obj), controller_of(obj)))
+    return out

@@ -132,6 +132,13 @@ def objects(
         yield from _source_objects(source, keep, placeholders, strip)
 
 
+def objects_unparsed(paths: list[str], keep: Callable[[str], bool] | None) -> Iterator[tuple[Item, bool]]:
+    """:func:`objects` without the parsing: every item with whether ``keep`` wants it parsed
+    (:func:`parse_item` parses it, e.g. in a worker process)."""
+    for source in read_sources(paths):
+        yield from source_items(source, keep)
+
+
 def _lines(source: Source) -> Iterator[str]:
     """The file's lines straight from the file object (no per-line bookkeeping: a snapshot has
     millions); a decoding error is reported with the line ``_chunks`` counted."""
@@ -178,35 +185,25 @@ def without_system_blocks(text: str) -> str:
 def _source_objects(
     source: Source, keep: Callable[[str], bool] | None, placeholders: bool, strip: bool
 ) -> Iterator[tuple[Item, Any]]:
+    for item, kept in source_items(source, keep):
+        if not kept:
+            if placeholders:
+                yield item, None
+            continue
+        yield from parse_item(item, source.name, strip)
+
+
+def source_items(source: Source, keep: Callable[[str], bool] | None) -> Iterator[tuple[Item, bool]]:
+    """The items of one snapshot file, unparsed, each with whether to parse it (``keep``; an item that
+    does not even start like a mapping is always parsed, so it is reported). Split from the parsing
+    (:func:`parse_item`) so that a process pool can parse and judge while this process reads."""
     if source.error:
         raise SnapshotError(f"{source.name}: {source.error}")
     if source.empty:
         raise SnapshotError(f"{source.name}: {source.empty}")
     try:
         for item in _chunks(_lines(source), source.name):
-            if keep is not None and not keep(item.text) and _MAPPING.match(item.text):
-                if placeholders:
-                    yield item, None
-                continue
-            text = without_system_blocks(item.text) if strip else item.text
-            for doc in yamlpos.iter_chunk_documents([(item.line, text)], with_nodes=False):
-                if isinstance(doc, yamlpos.SyntaxProblem):
-                    if text is not item.text:  # where it is in the file, not in the shortened text
-                        doc = next(
-                            (d for d in yamlpos.iter_chunk_documents([(item.line, item.text)], with_nodes=False)
-                             if isinstance(d, yamlpos.SyntaxProblem)),
-                            doc,
-                        )
-                    raise SnapshotError(f"{source.name}:{doc.line}:{doc.column}: YAML syntax error: {doc.problem}")
-                data = doc.data
-                if data is None:
-                    continue
-                kind = str(data.get("kind", "")) if isinstance(data, dict) else ""
-                if kind.endswith("List") and isinstance(data.get("items"), list):
-                    for element in data["items"]:  # a List the line splitter did not split (flow style, JSON)
-                        yield from _checked(item, element, source.name)
-                    continue
-                yield from _checked(item, data, source.name)
+            yield item, keep is None or keep(item.text) or not _MAPPING.match(item.text)
     except ReadError as exc:
         raise SnapshotError(f"{source.name}:{exc.line}: {exc.message}") from None
     except UnicodeDecodeError as exc:
@@ -214,6 +211,30 @@ def _source_objects(
         raise SnapshotError(f"{source.name}: not UTF-8 (byte 0x{byte:02x}); save it as UTF-8") from None
     except OSError as exc:
         raise SnapshotError(f"{source.name}: cannot read: {exc.strerror or exc}") from None
+
+
+def parse_item(item: Item, name: str, strip: bool) -> Iterator[tuple[Item, Any]]:
+    """The objects of one item (several for a List the line splitter did not split); ``strip``: parse
+    it :func:`without_system_blocks`. Raises :class:`SnapshotError` for a YAML error or a non-object."""
+    text = without_system_blocks(item.text) if strip else item.text
+    for doc in yamlpos.iter_chunk_documents([(item.line, text)], with_nodes=False):
+        if isinstance(doc, yamlpos.SyntaxProblem):
+            if text is not item.text:  # where it is in the file, not in the shortened text
+                doc = next(
+                    (d for d in yamlpos.iter_chunk_documents([(item.line, item.text)], with_nodes=False)
+                     if isinstance(d, yamlpos.SyntaxProblem)),
+                    doc,
+                )
+            raise SnapshotError(f"{name}:{doc.line}:{doc.column}: YAML syntax error: {doc.problem}")
+        data = doc.data
+        if data is None:
+            continue
+        kind = str(data.get("kind", "")) if isinstance(data, dict) else ""
+        if kind.endswith("List") and isinstance(data.get("items"), list):
+            for element in data["items"]:  # a List the line splitter did not split (flow style, JSON)
+                yield from _checked(item, element, name)
+            continue
+        yield from _checked(item, data, name)
 
 
 def _checked(item: Item, data: Any, name: str) -> Iterator[tuple[Item, Any]]:

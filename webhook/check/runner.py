@@ -113,13 +113,22 @@ def check_sources(
     old: OldObjects | None = None,
     requester: Requester | None = None,
     today: date | None = None,
+    workers: int = 1,
 ) -> Iterator[CheckResult]:
     """One result per document, as each is judged: nothing is kept once the caller has it.
 
     ``old`` holds the objects UPDATEs replace (``--old``): a document paired with one is judged as
     that UPDATE, the way the server's ``/validate`` judges it. ``requester`` (``--as``) and ``today``
-    decide which policy exceptions hold, as the server's ``userInfo`` and clock do."""
+    decide which policy exceptions hold, as the server's ``userInfo`` and clock do.
+
+    ``workers`` > 1 parses and judges batches of documents in that many processes
+    (:func:`webhook.pool.ordered`), yielding exactly the results of one worker in the same order.
+    With ``old`` it stays 1: pairing a document with the object it replaces consumes that object,
+    which only one process can do in input order."""
     judge = _Judge(policy, namespaces, explain, cluster, old, requester, today)
+    if workers > 1 and old is None:
+        yield from _parallel(judge, sources, workers)
+        return
     for source in sources:
         if source.error is not None:
             yield CheckResult(source.name, 0, Status.ERROR, message=source.error)
@@ -156,6 +165,105 @@ def _readable(
             yield CheckResult(name, problem.line, Status.ERROR, message=problem.message)
             continue
         yield from judge.chunks(name, ((start, text),))
+
+
+BATCH_DOCUMENTS = 64
+"""Documents per task of the process pool: enough to amortise a task's pickling round trip (about
+50 µs), few enough that the window of in-flight batches stays a few hundred kilobytes."""
+BATCH_CHARS = 256 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Begin:
+    """A readable source starts: the results after it are that source's."""
+
+
+@dataclass(frozen=True, slots=True)
+class _End:
+    """A readable source ends: if it produced no result it is EMPTY, as in the serial loop."""
+
+    name: str
+
+
+_WORKER_JUDGE: _Judge | None = None  # a pool worker's judge, set once by its initializer
+
+
+def _init_worker(judge: _Judge) -> None:
+    global _WORKER_JUDGE
+    _WORKER_JUDGE = judge
+
+
+def _judge_batch(name: str, chunks: list[tuple[int, str]]) -> list[CheckResult]:
+    """A pool task: parse and judge a batch of one file's documents (module-level, so it pickles)."""
+    assert _WORKER_JUDGE is not None, "the pool's initializer sets the judge"
+    return list(_WORKER_JUDGE.chunks(name, chunks))
+
+
+def _parallel(judge: _Judge, sources: Iterable[Source], workers: int) -> Iterator[CheckResult]:
+    """:func:`check_sources` on ``workers`` processes. This process reads the files and splits them
+    into documents (cheap, and it must: reading is where a source's errors and order come from);
+    the workers parse and judge. Everything the serial loop decides without the engine (unreadable
+    sources, bad UTF-8 lines, empty files) is decided here, in the same order."""
+    from webhook import pool
+
+    found = False
+    jobs = _jobs(sources)
+    for value in pool.ordered(
+        jobs, workers, initializer=_init_worker, initargs=(judge,), min_size=2 * BATCH_DOCUMENTS
+    ):
+        if isinstance(value, _Begin):
+            found = False
+        elif isinstance(value, _End):
+            if not found:
+                yield CheckResult(value.name, 0, Status.EMPTY, message="no documents (an empty file, or only comments)")
+        else:
+            for result in value:
+                found = True
+                yield result
+
+
+def _jobs(sources: Iterable[Source]) -> Iterator[Any]:
+    """The pool's jobs for :func:`_parallel`: ready results, markers and batches of documents."""
+    from webhook.pool import Ready, Task
+
+    for source in sources:
+        if source.error is not None:
+            yield Ready([CheckResult(source.name, 0, Status.ERROR, message=source.error)])
+            continue
+        if source.empty is not None:
+            yield Ready([CheckResult(source.name, 0, Status.EMPTY, message=source.empty)])
+            continue
+        if source.note is not None:
+            yield Ready([CheckResult(source.name, 0, Status.SKIPPED, message=source.note, noted=True)])
+            continue
+        yield Ready(_Begin())
+        batch: list[tuple[int, str]] = []
+        size = 0
+        bad: list[ReadError] = []
+        try:
+            for start, text in yamlpos.iter_chunks(source.lines(bad)):
+                end = start + text.count("\n")
+                problem = next((e for e in bad if start <= e.line <= end), None)
+                if problem is not None:  # as _readable: this document is an error, the others are judged
+                    bad[:] = [e for e in bad if not start <= e.line <= end]
+                    if batch:
+                        yield Task(_judge_batch, (source.name, batch), len(batch))
+                        batch, size = [], 0
+                    yield Ready([CheckResult(source.name, problem.line, Status.ERROR, message=problem.message)])
+                    continue
+                batch.append((start, text))
+                size += len(text)
+                if len(batch) >= BATCH_DOCUMENTS or size >= BATCH_CHARS:
+                    yield Task(_judge_batch, (source.name, batch), len(batch))
+                    batch, size = [], 0
+        except ReadError as exc:
+            if batch:
+                yield Task(_judge_batch, (source.name, batch), len(batch))
+                batch = []
+            yield Ready([CheckResult(source.name, exc.line, Status.ERROR, message=exc.message)])
+        if batch:
+            yield Task(_judge_batch, (source.name, batch), len(batch))
+        yield Ready(_End(source.name))
 
 
 @dataclass(slots=True)

@@ -22,6 +22,7 @@ from webhook.check.progress import Progress
 from webhook.cli.policy_dir import HELP as POLICY_HELP
 from webhook.cli.policy_dir import default_policy_dir
 from webhook.policy import PolicyError, load_policy
+from webhook.pool import usable_cores, workers_option
 
 
 def register(sub: Any) -> None:
@@ -69,6 +70,15 @@ def register(sub: Any) -> None:
         metavar="NS",
         help=f"the webhook's own namespace, which its configurations exclude with kube-system (default: "
         f"{WEBHOOK_NAMESPACE}); objects there are counted, not judged",
+    )
+    p.add_argument(
+        "--workers",
+        "-j",
+        type=workers_option,
+        default=None,
+        metavar="N",
+        help="processes that parse and judge objects (default: the usable cores; 1: in this process); "
+        "the output is the same for any N",
     )
     p.add_argument("--page-size", type=int, default=500, metavar="N", help="objects per list request (default 500)")
     p.add_argument(
@@ -152,7 +162,8 @@ def _audit(args: argparse.Namespace) -> int:
         unit="objects",
         where=lambda j: getattr(inventory, "listing", "") or j.where,
     )
-    stream = progress.observe(reports.observe(tally.observe(audit.run())))
+    workers = args.workers if args.workers is not None else usable_cores()
+    stream = progress.observe(reports.observe(tally.observe(audit.run(workers))))
     WRITERS[args.output](stream, sys.stdout, report)
     sys.stdout.flush()
     if args.output != "text":

@@ -20,6 +20,7 @@ from webhook.cli.policy_dir import default_policy_dir
 from webhook.engine.requester import Requester
 from webhook.namespace_labels import read_namespace_file
 from webhook.policy import PolicyError, load_policy
+from webhook.pool import usable_cores, workers_option
 
 EXIT_BAD_INPUT = 2
 
@@ -99,6 +100,15 @@ def register(sub: Any) -> None:
         choices=("deny", "warn"),
         default="deny",
         help="exit 1 on denials (default) or also on warnings",
+    )
+    p.add_argument(
+        "--workers",
+        "-j",
+        type=workers_option,
+        default=None,
+        metavar="N",
+        help="processes that parse and judge documents (default: the usable cores; 1: in this process); "
+        "the output is the same for any N. With --old, 1",
     )
     shown = p.add_mutually_exclusive_group()
     shown.add_argument("-v", "--verbose", action="store_true", help="also list skipped documents (text output)")
@@ -183,6 +193,7 @@ def _check(
         old=old,
         requester=args.requester,
         today=args.today,
+        workers=args.workers if args.workers is not None else usable_cores(),
     )
     tally = Tally()
     options = Options(
