@@ -61,7 +61,32 @@ class BareServer(floor_app.FloorServer):
 
 
 def main(argv: list[str] | None = None) -> None:
-    floor_app.main(argv, server=BareServer)
+    """The Flask floor's options (spelled out here: ``run.py --code-root`` may import an older floor)."""
+    import argparse
+
+    from webhook.server.settings import ServeSettings
+
+    d = ServeSettings()
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--bind", default=d.bind)
+    p.add_argument("--tls-cert", required=True)
+    p.add_argument("--tls-key", required=True)
+    p.add_argument("--workers", type=int, default=d.workers)
+    p.add_argument("--threads", type=int, default=d.threads)
+    p.add_argument("--keepalive", type=int, default=d.keepalive)
+    p.add_argument("--log-level", default=d.log_level)
+    args = p.parse_args(argv)
+    settings = ServeSettings(
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        bind=args.bind,
+        workers=args.workers,
+        threads=args.threads,
+        keepalive=args.keepalive,
+        metrics_bind=None,
+        log_level=args.log_level,
+    )
+    BareServer(settings).run()
 
 
 if __name__ == "__main__":

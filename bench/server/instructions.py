@@ -86,24 +86,27 @@ def main() -> None:
     bodies = reviews.build(tmp / "bodies", policy_dir=(code_root or ROOT) / "policies")
     _under_callgrind(tmp)
     settings = argparse.Namespace(workers=1, threads=2, serve_arg=[], code_root=code_root)
-    totals: dict[int, tuple[int, int]] = {}
+    totals: dict[int, tuple[int, int, int]] = {}
     try:
         for passes in (1, 1 + args.passes):
-            ours, floor = start_servers(tmp, settings)
+            servers = start_servers(tmp, settings)  # ours, the Flask floor, the bare floor
             try:
-                pids = _drive(ours, bodies, passes), _drive(floor, bodies, passes)
+                pids = [_drive(server, bodies, passes) for server in servers]
             finally:
-                ours.stop()
-                floor.stop()
-            totals[passes] = (_instructions(tmp, pids[0]), _instructions(tmp, pids[1]))
+                for server in servers:
+                    server.stop()
+            totals[passes] = tuple(_instructions(tmp, pid) for pid in pids)  # type: ignore[assignment]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     reviewed = args.passes * len(bodies)
     high, low = totals[1 + args.passes], totals[1]
-    ours_per, floor_per = (high[0] - low[0]) / reviewed, (high[1] - low[1]) / reviewed
+    ours_per, floor_per, bare_per = ((high[i] - low[i]) / reviewed for i in range(3))
     print(f"tree: {code_root or ROOT}; {reviewed} reviews counted ({args.passes} passes over {len(bodies)} bodies)")
-    print(f"instructions per review: floor {floor_per:,.0f}, ours {ours_per:,.0f} (adds {ours_per - floor_per:,.0f})")
-    print(f"floor / ours: {floor_per / ours_per:.3f}")
+    print(
+        f"instructions per review: bare {bare_per:,.0f}, floor {floor_per:,.0f}, ours {ours_per:,.0f} "
+        f"(adds {ours_per - floor_per:,.0f} to the Flask floor, {ours_per - bare_per:,.0f} to bare)"
+    )
+    print(f"floor / ours: {floor_per / ours_per:.3f}; bare / ours: {bare_per / ours_per:.3f}")
 
 
 if __name__ == "__main__":

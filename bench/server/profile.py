@@ -107,8 +107,9 @@ def main() -> None:
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     tmp = Path(tempfile.mkdtemp(prefix="gpu-admission-profile-"))
     reviews.build(tmp / "bodies")
-    ours, floor = start_servers(tmp, args)
-    floor.stop()
+    ours, *floors = start_servers(tmp, args)
+    for floor in floors:
+        floor.stop()
     args.out.mkdir(parents=True, exist_ok=True)
     collapsed = args.out / "profile-worker.txt"
     try:
