@@ -65,9 +65,12 @@ WHY: dict[str, tuple[str, str]] = {
         "alone but not for the class",
     ),
     "gang-required": (
-        "",
-        "the pod count and the gang keys each kind and backend read come from the kind table and "
-        "the mutation; not rendered yet",
+        "a batch Job (a mutated kind with one template at a literal path and literal pod-count fields) of a "
+        "gang-required class stored with more than one pod (parallelism capped by completions) and no gang: a "
+        "class without a backend, a backend with no integration for the kind, or a missing key the backend reads "
+        "and the webhook writes (a size, a literal, a needed gang name, Kueue's queue)",
+        "Volcano Jobs, operator kinds and TrainJobs (wildcard or virtual templates), bare pods' gang-size, "
+        "controllers (judged as their pods will be), scheduler names; on UPDATE a Job already of the class",
     ),
     "gang-incomplete": (
         "a Volcano Job task of an all-or-nothing class whose minAvailable is below its replicas",
