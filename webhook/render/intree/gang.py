@@ -124,14 +124,19 @@ def _pod_count(kind: CompiledKind, root: str, body: str) -> str | None:
 
 
 def _denying(key: CompiledKey, backend: GangBackend) -> bool:
-    """A key whose absence the engine always reports (``_gang_missing``: a written key with a known value)."""
-    if not key.write:
+    """A key whose absence the engine always reports (``_gang_missing``: a written key with a known value).
+
+    In the engine's order: a scheduler key is never reported absent (the pods inherit one, or our
+    mutation sets it); a queue key only under Kueue (Volcano and KAI have a default queue); then a literal,
+    the gang size, or the gang name where the key needs one (without a name the engine reports that
+    instead). A priority class may be unset in the class, so its key is not read."""
+    if not key.write or key.value is GangValue.SCHEDULER:
         return False
+    if key.value is GangValue.QUEUE:
+        return backend is GangBackend.KUEUE
     if key.literal is not None or key.value is GangValue.SIZE:
         return True
-    if key.value is GangValue.NAME:
-        return key.needs_name  # without a name the engine reports that; with one, the missing key
-    return key.value is GangValue.QUEUE and backend is GangBackend.KUEUE
+    return key.value is GangValue.NAME and key.needs_name
 
 
 def _gang_kinds(policy: Policy) -> list[CompiledKind]:
