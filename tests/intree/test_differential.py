@@ -253,16 +253,40 @@ def _gang_jobs() -> list[dict]:
     return out
 
 
+def _sweeps() -> list[dict]:
+    """Sweeps (the gangs policy's own kind): the pod count from spec.workers, else spec.legacyWorkers, else
+    2, capped by spec.maxWorkers (a string never counts); each backend's keys present or not."""
+    counts = [{}, {"workers": 1}, {"workers": 4}, {"workers": "4"}, {"legacyWorkers": 1}, {"legacyWorkers": 3},
+              {"workers": 4, "maxWorkers": 1}, {"workers": 4, "maxWorkers": 2}, {"workers": 0}]  # fmt: skip
+    keys = [
+        ({}, {}, {}),
+        ({}, {"example.com/gang": "on"}, {"gangSize": 4}),
+        ({"example.com/queue": "q"}, {"example.com/gang": "on"}, {}),
+        ({"kai.scheduler/batch-min-member": "4"}, {"kueue.x-k8s.io/queue-name": "q"}, {}),
+    ]
+    out = []
+    classes = ["volcano-train", "kueue-train", "cosched-train", "kai-train", "lone-train", "loose"]
+    for cls, count, (notes, labels, extra) in itertools.product(classes, counts, keys):
+        template = {
+            "metadata": {"labels": {KEY: cls}},
+            "spec": {"containers": [{"name": "w", "image": "t:1"}], "restartPolicy": "Never"},
+        }
+        meta = {"name": "sweep", "annotations": dict(notes), "labels": dict(labels)}
+        spec = {"template": template, **count, **extra}
+        out.append({"apiVersion": "example.com/v1", "kind": "Sweep", "metadata": meta, "spec": spec})
+    return out
+
+
 def test_gang_jobs():
-    """gang-required in-tree: every Job CREATE in both worlds, and UPDATEs that drop or add gang keys."""
+    """gang-required in-tree: every Job and Sweep CREATE in both worlds, and UPDATEs that drop or add gang keys."""
     d = differential("gangs")
     before = _snapshot(d)
-    jobs = _gang_jobs()
+    jobs = _gang_jobs() + _sweeps()
     for labels in ({}, {"gpu-admission.io/tier": "lenient"}):
         for job in jobs:
             d.create(job, namespace="team-a", labels=labels, source="gang job")
     for old, new in itertools.product(jobs[:: len(jobs) // 12 or 1], repeat=2):
-        if old["spec"]["template"]["metadata"] == new["spec"]["template"]["metadata"]:
+        if old["kind"] == new["kind"] and old["spec"]["template"]["metadata"] == new["spec"]["template"]["metadata"]:
             d.update(new, old, namespace="team-a", labels={}, source="gang job update")
     for old in jobs:  # an UPDATE that drops the Job's own gang keys (a foreign template scheduler included)
         if old["metadata"]["annotations"] or old["metadata"]["labels"]:

@@ -324,3 +324,27 @@ def test_a_deployment_of_a_gang_required_class_is_left_to_the_webhook():
     }
     verdict, _ = down(deploy, policy="gangs", resource=("apps", "v1", "deployments"))
     assert not any(m.startswith("[gang-required]") for m in verdict.messages)
+
+
+SWEEP = ("example.com", "v1", "sweeps")
+
+
+def sweep(cls, annotations=None, labels=None, **spec):
+    template = {"metadata": {"labels": {KEY: cls}}, "spec": {"containers": [{"name": "w", "image": "t:1"}]}}
+    meta = {"name": "sweep", "annotations": annotations or {}, "labels": labels or {}}
+    return {"apiVersion": "example.com/v1", "kind": "Sweep", "metadata": meta, "spec": {"template": template, **spec}}
+
+
+def test_a_kind_of_the_policy_is_judged_with_its_own_count_and_keys():
+    """The gangs policy's Sweep: two pods by default, Volcano's literal label and gangSize are read, its
+    queue annotation is not (Volcano has a default queue), and coscheduling has no integration."""
+    denied_by(*down(sweep("volcano-train"), policy="gangs", resource=SWEEP), "gang-required")
+    spelled = sweep("volcano-train", labels={"example.com/gang": "on"}, gangSize=2)
+    verdict, decision = down(spelled, policy="gangs", resource=SWEEP)
+    assert not any(m.startswith("[gang-required]") for m in verdict.messages), verdict.messages
+    assert not [v for v in decision.violations if v.rule == "gang-required"]
+    denied_by(*down(sweep("cosched-train", workers=3), policy="gangs", resource=SWEEP), "gang-required")
+    verdict, _ = down(sweep("volcano-train", workers=4, maxWorkers=1), policy="gangs", resource=SWEEP)
+    assert not any(m.startswith("[gang-required]") for m in verdict.messages), "one pod: no gang needed"
+    verdict, decision = up(sweep("volcano-train", legacyWorkers=3), policy="gangs", resource=SWEEP)
+    assert decision.allowed and verdict.decision == ALLOW, (verdict.messages, decision.violations)
