@@ -163,7 +163,10 @@ def test_json_lists_uses_by_exception_and_marks_each_finding(snapshot: Path, key
     assert used["exception"] == "dcgm-diag" and used["findings"] == 3 and used["objects"] == 3
     assert used["owner"] == "platform-team" and used["expires"] == "2027-01-28"
     assert used["subjects"] == ["User:alice@example.com"] and used["rules"] == ["privileged-gpu"]
-    assert {c["object"].split(" ")[0] for c in used["covered"]} == {f"{NS}/{x}" for x in COVERED}
+    assert {c["object"] for c in used["covered"]} == {f"{NS}/{x}" for x in COVERED}
+    owners = {c["object"]: c.get("owner") for c in used["covered"]}
+    assert owners[f"{NS}/Pod/dcgm-diag-5d8f-abcde"] == "Deployment/dcgm-diag (via ReplicaSet/dcgm-diag-5d8f)"
+    assert owners[f"{NS}/Deployment/dcgm-diag"] is None
     assert [(e["exception"], e["daysLeft"], e["expired"]) for e in exceptions["expiring"]] == [
         ("old-migration", -5, True),
         ("dcgm-diag", 3, False),

@@ -29,10 +29,10 @@ from webhook.policy.model import PolicyException
 
 @dataclass(slots=True)
 class Use:
-    """One exception's findings in this audit: how many, and the first few as (object, rule)."""
+    """One exception's findings in this audit: how many, and the first few as (object, rule, owner)."""
 
     count: int = 0
-    examples: list[tuple[str, str]] = field(default_factory=list)
+    examples: list[tuple[str, str, str]] = field(default_factory=list)
     objects: set[str] = field(default_factory=set)
 
 
@@ -63,7 +63,7 @@ class ExceptionReport:
             if len(use.objects) < self._objects_cap:
                 use.objects.add(j.where)
             if not self.max_listed or len(use.examples) < self.max_listed:
-                use.examples.append((j.where + (f" (owner {j.owner})" if j.owner else ""), v.rule))
+                use.examples.append((j.where, v.rule, j.owner))
 
     def expiring(self) -> list[tuple[PolicyException, int]]:
         """(exception, days left) for each that expires within a week of the audit's date, or has expired
@@ -104,7 +104,10 @@ class ExceptionReport:
                     **describe_exception(exc),
                     "findings": use.count,
                     "objects": len(use.objects),
-                    "covered": [{"object": where, "rule": rule} for where, rule in use.examples],
+                    "covered": [
+                        {"object": where, "rule": rule, **({"owner": owner} if owner else {})}
+                        for where, rule, owner in use.examples
+                    ],
                 }
                 for exc, use in self.in_use()
             ],
@@ -124,9 +127,10 @@ class ExceptionReport:
                     f"  {exc.name} ({', '.join(exc.rules)}; owner {exc.owner}; expires {exc.expires.isoformat()}): "
                     f"{use.count:,} finding(s) on {len(use.objects):,} object(s)"
                 )
-                out.extend(f"    {where}: [{rule}]" for where, rule in use.examples)
+                for where, rule, owner in use.examples:
+                    out.append(f"    {where}{f' (owner {owner})' if owner else ''}: [{rule}]")
                 if use.count > len(use.examples):
-                    out.append(f"    … and {use.count - len(use.examples):,} more (-o json lists the first ones)")
+                    out.append(f"    … and {use.count - len(use.examples):,} more (--max-listed 0 lists every one)")
         soon = self.expiring()
         if soon:
             head = f"exceptions expiring within {EXPIRY_WARNING_DAYS} days of {self.today.isoformat()}"

@@ -216,7 +216,7 @@ def exception_properties(report: ExceptionReport) -> dict[str, str]:
     """JUnit suite properties: one per exception in use (what it covered) and per one expiring soon."""
     out = {"exceptions-date": report.today.isoformat()}
     for exc, use in report.in_use():
-        covered = ", ".join(f"{where} [{rule}]" for where, rule in use.examples)
+        covered = ", ".join(f"{where} [{rule}]" for where, rule, _ in use.examples)
         more = f", … {use.count - len(use.examples):,} more" if use.count > len(use.examples) else ""
         out[f"exception-in-use.{exc.name}"] = (
             f"{use.count:,} finding(s) of {', '.join(exc.rules)} on {len(use.objects):,} object(s): {covered}{more}; "

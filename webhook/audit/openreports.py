@@ -117,7 +117,7 @@ class ReportBuilder:
         if report is None:
             report = self.reports[""] = _Report("")
         for exc, use in used:
-            covered = ", ".join(f"{where} [{rule}]" for where, rule in use.examples)
+            covered = ", ".join(f"{where} [{rule}]" for where, rule, _ in use.examples)
             more = f", … {use.count - len(use.examples):,} more" if use.count > len(use.examples) else ""
             message = (
                 f"exception {exc.name} ({exc.reason}) covered {use.count:,} finding(s) of {', '.join(exc.rules)} "
