@@ -17,6 +17,7 @@ POLICY_DIRS = {
     "default": POLICIES,
     "providers": ROOT / "tests" / "engine" / "policies",
     "dra-example": ROOT / "examples" / "dra-policy",
+    "gangs": ROOT / "tests" / "intree" / "policies",  # one gang-required class per backend (gang-required)
 }
 
 # rule actions that differ per namespace and class, exemptions, and raw requests left unpinned
@@ -49,4 +50,4 @@ def in_tree(name: str, kube_version: tuple[int, int] = (1, 30)) -> tuple:
     return tuple(render_in_tree(policy_named(name), RenderOptions(kube_version=kube_version)))
 
 
-NAMES = ("default", "providers", "dra-example", "variant")
+NAMES = ("default", "providers", "dra-example", "variant", "gangs")

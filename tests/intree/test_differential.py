@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import itertools
 import os
 
 import pytest
@@ -44,6 +45,7 @@ EXAMPLES = int(os.environ.get("INTREE_EXAMPLES", "25"))
 SERVING = {"gpu-admission.io/tier": "serving"}
 SANDBOX = {"gpu-admission.io/tier": "sandbox"}
 FIGURES: dict[str, Figures] = {}
+KEY = "gpu-admission.io/workload"
 
 
 @functools.cache
@@ -215,3 +217,82 @@ def test_oracle_workloads(name):
     run()
     assert d.figures.compared > before.compared
     _check(name, "oracle", d, before)
+
+
+def _gang_jobs() -> list[dict]:
+    """batch Jobs of every class of the gangs policy (tests/intree/policies): pod counts around 1,
+    completions capping parallelism, each backend's keys present or not, a named and a generateName Job,
+    a template scheduler that is not the backend's."""
+    keys = [
+        ({}, {}),
+        ({"scheduling.volcano.sh/group-min-member": "3"}, {}),
+        ({}, {"kueue.x-k8s.io/queue-name": "q"}),
+        ({"kai.scheduler/batch-min-member": "3"}, {"kai.scheduler/queue": "q"}),
+    ]
+    out = []
+    classes = ["volcano-train", "kueue-train", "cosched-train", "kai-train", "lone-train", "loose"]
+    for cls, (parallelism, completions), (notes, labels), named, scheduler in itertools.product(
+        classes, [(None, None), (1, None), (3, None), (3, 1), (3, 2), (2, 8)], keys, [True, False], [None, "other"]
+    ):
+        if scheduler and not named:
+            continue
+        template = {
+            "metadata": {"labels": {KEY: cls, **({"scheduling.x-k8s.io/pod-group": "g"} if labels else {})}},
+            "spec": {"containers": [{"name": "w", "image": "t:1"}], "restartPolicy": "Never"},
+        }
+        if scheduler:
+            template["spec"]["schedulerName"] = scheduler
+        spec: dict = {"template": template}
+        if parallelism is not None:
+            spec["parallelism"] = parallelism
+        if completions is not None:
+            spec["completions"] = completions
+        meta = {"name": "train"} if named else {"generateName": "train-"}
+        meta.update({"annotations": dict(notes), "labels": dict(labels)})
+        out.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec})
+    return out
+
+
+def _sweeps() -> list[dict]:
+    """Sweeps (the gangs policy's own kind): the pod count from spec.workers, else spec.legacyWorkers, else
+    2, capped by spec.maxWorkers (a string never counts); each backend's keys present or not."""
+    counts = [{}, {"workers": 1}, {"workers": 4}, {"workers": "4"}, {"legacyWorkers": 1}, {"legacyWorkers": 3},
+              {"workers": 4, "maxWorkers": 1}, {"workers": 4, "maxWorkers": 2}, {"workers": 0}]  # fmt: skip
+    keys = [
+        ({}, {}, {}),
+        ({}, {"example.com/gang": "on"}, {"gangSize": 4}),
+        ({"example.com/queue": "q"}, {"example.com/gang": "on"}, {}),
+        ({"kai.scheduler/batch-min-member": "4"}, {"kueue.x-k8s.io/queue-name": "q"}, {}),
+    ]
+    out = []
+    classes = ["volcano-train", "kueue-train", "cosched-train", "kai-train", "lone-train", "loose"]
+    for cls, count, (notes, labels, extra) in itertools.product(classes, counts, keys):
+        template = {
+            "metadata": {"labels": {KEY: cls}},
+            "spec": {"containers": [{"name": "w", "image": "t:1"}], "restartPolicy": "Never"},
+        }
+        meta = {"name": "sweep", "annotations": dict(notes), "labels": dict(labels)}
+        spec = {"template": template, **count, **extra}
+        out.append({"apiVersion": "example.com/v1", "kind": "Sweep", "metadata": meta, "spec": spec})
+    return out
+
+
+def test_gang_jobs():
+    """gang-required in-tree: every Job and Sweep CREATE in both worlds, and UPDATEs that drop or add gang keys."""
+    d = differential("gangs")
+    before = _snapshot(d)
+    jobs = _gang_jobs() + _sweeps()
+    for labels in ({}, {"gpu-admission.io/tier": "lenient"}):
+        for job in jobs:
+            d.create(job, namespace="team-a", labels=labels, source="gang job")
+    for old, new in itertools.product(jobs[:: len(jobs) // 12 or 1], repeat=2):
+        if old["kind"] == new["kind"] and old["spec"]["template"]["metadata"] == new["spec"]["template"]["metadata"]:
+            d.update(new, old, namespace="team-a", labels={}, source="gang job update")
+    for old in jobs:  # an UPDATE that drops the Job's own gang keys (a foreign template scheduler included)
+        if old["metadata"]["annotations"] or old["metadata"]["labels"]:
+            new = copy.deepcopy(old)
+            new["metadata"]["annotations"], new["metadata"]["labels"] = {}, {}
+            d.update(new, old, namespace="team-a", labels={}, source="gang job drops its keys")
+    assert d.figures.compared > before.compared
+    assert d.figures.by_rule["gang-required"] > before.by_rule["gang-required"]
+    _check("gangs", "gang jobs", d, before)

@@ -235,3 +235,116 @@ def test_a_volcano_task_below_its_replicas_is_gang_incomplete():
     verdict, decision = up(volcano_job(task_min=4), resource=VCJOB)
     assert not any(m.startswith("[gang-incomplete]") for m in verdict.messages)
     assert not [v for v in decision.violations if v.rule == "gang-incomplete"]
+
+
+# --- gang-required (tests/intree/policies/gangs.yaml: one gang-required class per backend) ---------------
+
+JOB = ("batch", "v1", "jobs")
+LENIENT = {"gpu-admission.io/tier": "lenient"}
+
+
+def batch_job(cls, parallelism=4, completions=None, annotations=None, labels=None, name="train"):
+    spec = {
+        "template": {
+            "metadata": {"labels": {KEY: cls}},
+            "spec": {"containers": [{"name": "w", "image": "t:1"}], "restartPolicy": "Never"},
+        },
+    }
+    if parallelism is not None:
+        spec["parallelism"] = parallelism
+    if completions is not None:
+        spec["completions"] = completions
+    meta = {"name": name, "annotations": annotations or {}, "labels": labels or {}}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+GANG_CASES = {
+    "volcano: no group-min-member": batch_job("volcano-train"),
+    "kueue: no queue-name label": batch_job("kueue-train"),
+    "coscheduling: no pod-group label": batch_job("cosched-train"),
+    "kai: no batch-min-member": batch_job("kai-train"),
+    "no backend at all": batch_job("lone-train", parallelism=2),
+    "completions above parallelism": batch_job("volcano-train", parallelism=3, completions=10),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GANG_CASES))
+def test_a_multi_pod_job_stored_without_its_gang_is_gang_required(case):
+    denied_by(*down(copy.deepcopy(GANG_CASES[case]), policy="gangs", resource=JOB), "gang-required")
+
+
+GANG_ADMITTED = {
+    "one pod": batch_job("volcano-train", parallelism=1),
+    "parallelism capped to one by completions": batch_job("volcano-train", parallelism=4, completions=1),
+    "a class that does not require a gang": batch_job("loose"),
+    "the gang spelled by the user": batch_job(
+        "volcano-train", annotations={"scheduling.volcano.sh/group-min-member": "4"}
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(GANG_ADMITTED))
+def test_no_gang_required_where_the_engine_finds_none(case):
+    verdict, decision = down(copy.deepcopy(GANG_ADMITTED[case]), policy="gangs", resource=JOB)
+    assert not any(m.startswith("[gang-required]") for m in verdict.messages + verdict.warnings), verdict.messages
+    assert not [v for v in decision.violations if v.rule == "gang-required"]
+
+
+@pytest.mark.parametrize("cls", ["volcano-train", "kueue-train", "cosched-train", "kai-train"])
+def test_a_multi_pod_job_the_webhook_ganged_is_admitted(cls):
+    verdict, decision = up(batch_job(cls), policy="gangs", resource=JOB)
+    assert decision.allowed and verdict.decision == ALLOW, (verdict.messages, decision.violations)
+
+
+def test_gang_required_warns_where_the_policy_warns():
+    verdict, decision = down(batch_job("volcano-train"), LENIENT, policy="gangs", resource=JOB)
+    assert any(w.startswith("[gang-required]") for w in verdict.warnings)
+    assert not any(m.startswith("[gang-required]") for m in verdict.messages)
+    assert {v.action.value for v in decision.violations if v.rule == "gang-required"} == {"warn"}
+
+
+def test_gang_required_is_waived_on_update_of_a_job_of_the_class():
+    """The engine reports only what an UPDATE changes; the old Job already lacked its gang."""
+    old = stored(batch_job("volcano-train"), "team-a", policy_named("gangs"))
+    new = copy.deepcopy(old)
+    new["metadata"]["labels"]["team"] = "x"
+    verdict, decision = judge(new, policy="gangs", operation="UPDATE", old=old, resource=JOB)
+    assert not any(m.startswith("[gang-required]") for m in verdict.messages)
+    assert not [v for v in decision.violations if v.rule == "gang-required"]
+
+
+def test_a_deployment_of_a_gang_required_class_is_left_to_the_webhook():
+    """Controllers are judged as their pods will be after mutation: no in-tree gang-required there."""
+    tpl = batch_job("volcano-train")["spec"]["template"]
+    deploy = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d"},
+        "spec": {"replicas": 3, "selector": {"matchLabels": {"a": "b"}}, "template": tpl},
+    }
+    verdict, _ = down(deploy, policy="gangs", resource=("apps", "v1", "deployments"))
+    assert not any(m.startswith("[gang-required]") for m in verdict.messages)
+
+
+SWEEP = ("example.com", "v1", "sweeps")
+
+
+def sweep(cls, annotations=None, labels=None, **spec):
+    template = {"metadata": {"labels": {KEY: cls}}, "spec": {"containers": [{"name": "w", "image": "t:1"}]}}
+    meta = {"name": "sweep", "annotations": annotations or {}, "labels": labels or {}}
+    return {"apiVersion": "example.com/v1", "kind": "Sweep", "metadata": meta, "spec": {"template": template, **spec}}
+
+
+def test_a_kind_of_the_policy_is_judged_with_its_own_count_and_keys():
+    """The gangs policy's Sweep: two pods by default, Volcano's literal label and gangSize are read, its
+    queue annotation is not (Volcano has a default queue), and coscheduling has no integration."""
+    denied_by(*down(sweep("volcano-train"), policy="gangs", resource=SWEEP), "gang-required")
+    spelled = sweep("volcano-train", labels={"example.com/gang": "on"}, gangSize=2)
+    verdict, decision = down(spelled, policy="gangs", resource=SWEEP)
+    assert not any(m.startswith("[gang-required]") for m in verdict.messages), verdict.messages
+    assert not [v for v in decision.violations if v.rule == "gang-required"]
+    denied_by(*down(sweep("cosched-train", workers=3), policy="gangs", resource=SWEEP), "gang-required")
+    verdict, _ = down(sweep("volcano-train", workers=4, maxWorkers=1), policy="gangs", resource=SWEEP)
+    assert not any(m.startswith("[gang-required]") for m in verdict.messages), "one pod: no gang needed"
+    verdict, decision = up(sweep("volcano-train", legacyWorkers=3), policy="gangs", resource=SWEEP)
+    assert decision.allowed and verdict.decision == ALLOW, (verdict.messages, decision.violations)

@@ -14,6 +14,7 @@ from xml.etree import ElementTree as ET
 import orjson
 
 from webhook.audit.baseline import NEWLY_ADMITTED, NEWLY_DENIED, NEWLY_WARNED, NO_LONGER_WARNED, UNCHANGED
+from webhook.audit.exceptions import ExceptionReport
 from webhook.audit.judge import Judged
 from webhook.audit.openreports import ReportBuilder
 from webhook.audit.tally import AuditTally
@@ -31,6 +32,7 @@ class Run:
     notes: list[str] = field(default_factory=list)
     source: str = ""  # "cluster https://…" or "snapshot FILE…"
     baseline: str = ""  # the old policy directory
+    exceptions: ExceptionReport | None = None  # exceptions in use and expiring (every format shows them)
 
 
 Writer = Callable[[Iterable[Judged], TextIO, Run], None]
@@ -111,6 +113,9 @@ def write_text(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
             more = _more(n, len(listed))
             if more:
                 out.write(f"  {more}\n")
+    if run.exceptions is not None:
+        for line in run.exceptions.lines():
+            out.write(line + "\n")
     for line in t.errors:
         out.write(f"engine error: {line}\n")
 
@@ -132,7 +137,10 @@ def _rules(j: Judged, verdict: str) -> str:
 
 
 def violation_dict(v: Any) -> dict[str, str]:
-    return {"rule": v.rule, "action": v.action.value, "path": v.path, "message": v.message}
+    out = {"rule": v.rule, "action": v.action.value, "path": v.path, "message": v.message}
+    if v.exception:
+        out["exception"] = v.exception  # the policy exception that turned it into an audit entry
+    return out
 
 
 def result_dict(j: Judged) -> dict[str, Any]:
@@ -164,7 +172,13 @@ def result_dict(j: Judged) -> dict[str, Any]:
 def write_json(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
     """Every GPU-relevant object, as judged (streamed), then the notes and the summary."""
     judged = (result_dict(j) for j in stream if j.status is not Status.SKIPPED)
-    write_json_stream(out, judged, lambda: {"notes": list(run.notes), "summary": run.tally.summary()})
+    def trailer() -> dict[str, Any]:
+        out: dict[str, Any] = {"notes": list(run.notes), "summary": run.tally.summary()}
+        if run.exceptions is not None:
+            out["exceptions"] = run.exceptions.summary()
+        return out
+
+    write_json_stream(out, judged, trailer)
 
 
 def _case(j: Judged, baseline: bool) -> tuple[ET.Element, str | None]:
@@ -189,7 +203,31 @@ def write_junit(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
     """A testcase per GPU-relevant object: denied (with --baseline: newly denied) objects fail."""
     baseline = bool(run.baseline)
     cases = (_case(j, baseline) for j in stream if j.status is not Status.SKIPPED)
-    write_junit_suite(out, "gpu-admission audit", cases, lambda: {"summary": summary_line(run.tally)})
+    def properties() -> dict[str, str]:
+        out = {"summary": summary_line(run.tally)}
+        if run.exceptions is not None:
+            out.update(exception_properties(run.exceptions))
+        return out
+
+    write_junit_suite(out, "gpu-admission audit", cases, properties)
+
+
+def exception_properties(report: ExceptionReport) -> dict[str, str]:
+    """JUnit suite properties: one per exception in use (what it covered) and per one expiring soon."""
+    out = {"exceptions-date": report.today.isoformat()}
+    for exc, use in report.in_use():
+        covered = ", ".join(f"{where} [{rule}]" for where, rule, _ in use.examples)
+        more = f", … {use.count - len(use.examples):,} more" if use.count > len(use.examples) else ""
+        out[f"exception-in-use.{exc.name}"] = (
+            f"{use.count:,} finding(s) of {', '.join(exc.rules)} on {len(use.objects):,} object(s): {covered}{more}; "
+            f"owner {exc.owner}, expires {exc.expires.isoformat()}"
+        )
+    for exc, left in report.expiring():
+        when = report.when(left, exc)
+        out[f"exception-expiring.{exc.name}"] = f"{when}; rules {', '.join(exc.rules)}; owner {exc.owner}"
+    if (note := report.note()) is not None:
+        out["exceptions-note"] = note
+    return out
 
 
 def write_openreports(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
@@ -198,6 +236,8 @@ def write_openreports(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
     JSON because a cluster's worth of reports is tens of thousands of results: PyYAML's emitter
     takes ~1.5 ms per result, orjson a hundredth of that."""
     _drain(stream)
+    if run.exceptions is not None:
+        run.reports.add_exceptions(run.exceptions)
     for i, doc in enumerate(run.reports.documents()):
         if i:
             out.write("---\n")

@@ -11,12 +11,15 @@ Controllers are judged as their pods will be, as admission judges them.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from webhook.audit.stored import as_admitted, controller_of, metadata
 from webhook.check.runner import Status, engine_failure, verdict
 from webhook.engine import Decision, Violation, evaluate
 from webhook.engine.cluster import Cluster
+from webhook.engine.grants import GrantKeys
+from webhook.engine.requester import Requester
 from webhook.engine.workload import classify
 from webhook.policy.compiled import Policy
 
@@ -76,9 +79,13 @@ def judge(
     cluster: Cluster,
     namespace_labels: dict[str, str] | None,
     mutation: bool = False,
+    today: date | None = None,
+    grant_keys: GrantKeys | None = None,
 ) -> Judged:
     """The validating judgement of ``obj`` as stored; with ``mutation``, also what the mutating webhook
-    would change in it now and where its templates land (for ``--baseline``'s "mutated differently")."""
+    would change in it now and where its templates land (for ``--baseline``'s "mutated differently").
+    ``today`` and ``grant_keys``: the policy's exceptions apply as on that day, grants verified with those
+    keys (``webhook.audit.exceptions``); without ``today`` none applies."""
     api_version, kind, namespace, name, uid = identity(obj)
     owner = controller_of(obj)
     out = Judged(
@@ -89,7 +96,10 @@ def judge(
         return out
     admitted = as_admitted(obj)
     try:
-        decision = _create(policy, admitted, namespace, namespace_labels, cluster, as_received=True, details=mutation)
+        decision = _create(
+            policy, admitted, namespace, namespace_labels, cluster, as_received=True, details=mutation,
+            today=today, grant_keys=grant_keys, requester=requester_of(policy, owner) if today else None,
+        )
         if not decision.relevant:
             return out
         out.skip = ""
@@ -107,13 +117,23 @@ def judge(
     return out
 
 
+def requester_of(policy: Policy, owner: tuple[str, str] | None) -> Requester | None:
+    """Who sent a stored object, as far as the object says: its controller when it has a controlling owner
+    (``settings.controllers``' first entry stands for it: a grant carried from the owner is honoured only
+    for a controller), else unknown (no subject matches; only a grant bound to the object itself applies).
+    ``/validate`` checked the real requester when the object was admitted; the audit cannot."""
+    if owner is None or not policy.settings.controllers:
+        return None
+    return Requester(policy.settings.controllers[0])
+
+
 def _create(
     policy: Policy,
     obj: dict[str, Any],
     namespace: str,
     labels: dict[str, str] | None,
     cluster: Cluster,
-    **options: bool,
+    **options: Any,
 ) -> Decision:
     """``evaluate`` of ``obj`` as a CREATE in its namespace (``options``: how it is judged)."""
     ns = namespace or None

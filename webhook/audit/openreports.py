@@ -20,12 +20,15 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.audit.judge import Judged
 from webhook.audit.tally import tap
 from webhook.check.runner import Status
 from webhook.engine.decision import Action
+
+if TYPE_CHECKING:
+    from webhook.audit.exceptions import ExceptionReport
 
 API_VERSION = "openreports.io/v1alpha1"
 NAME = "gpu-admission"
@@ -97,7 +100,55 @@ class ReportBuilder:
             return
         for v in j.violations:
             result, severity = _RESULT[v.action]
-            report.add(self._result(j, v.rule, result, severity, v.message, {"path": v.path, "action": v.action.value}))
+            props = {"path": v.path, "action": v.action.value}
+            if v.exception:  # an excepted finding: audit, naming the exception that turned it into one
+                props["exception"] = v.exception
+            report.add(self._result(j, v.rule, result, severity, v.message, props))
+
+    def add_exceptions(self, exceptions: ExceptionReport) -> None:
+        """The policy's exceptions in the ClusterReport (they are cluster-wide policy): one ``warn`` result
+        of severity ``info`` per exception in use, naming the objects and findings it covered, and one
+        ``warn`` of severity ``low`` per exception that expires within a week (or has expired); no
+        resources, since an exception is not an object of the cluster."""
+        used, expiring = exceptions.in_use(), exceptions.expiring()
+        if not used and not expiring:
+            return  # no ClusterReport made for nothing
+        report = self.reports.get("")
+        if report is None:
+            report = self.reports[""] = _Report("")
+        for exc, use in used:
+            covered = ", ".join(f"{where} [{rule}]" for where, rule, _ in use.examples)
+            more = f", … {use.count - len(use.examples):,} more" if use.count > len(use.examples) else ""
+            message = (
+                f"exception {exc.name} ({exc.reason}) covered {use.count:,} finding(s) of {', '.join(exc.rules)} "
+                f"on {len(use.objects):,} object(s): {covered}{more}"
+            )
+            report.add(self._exception(exc, "exception-in-use", "info", message, {"findings": str(use.count)}))
+        for exc, left in expiring:
+            when = exceptions.when(left, exc)
+            message = f"exception {exc.name} {when}; from then {', '.join(exc.rules)} applies again"
+            report.add(self._exception(exc, "exception-expiring", "low", message, {"daysLeft": str(left)}))
+
+    def _exception(self, exc: Any, rule: str, severity: str, message: str, extra: dict[str, str]) -> dict[str, Any]:
+        props = {
+            "exception": exc.name,
+            "rules": ",".join(exc.rules),
+            "expires": exc.expires.isoformat(),
+            "owner": exc.owner,
+            "subjects": ",".join(s.ref for s in exc.subjects),
+            **extra,
+        }
+        return {
+            "source": SOURCE,
+            "policy": POLICY,
+            "rule": rule,
+            "result": "warn",
+            "severity": severity,
+            "scored": False,
+            "message": _cut(message, MAX_MESSAGE),
+            "properties": {k: _cut(v, MAX_PROPERTY) for k, v in props.items() if v},
+            "timestamp": dict(self.timestamp),
+        }
 
     def _result(
         self, j: Judged, rule: str, result: str, severity: str, message: str, props: dict[str, str]

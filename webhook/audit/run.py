@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import date
 from typing import Any
 
 from webhook.audit.baseline import compare
@@ -22,6 +23,7 @@ from webhook.audit.screen import Screen, markers
 from webhook.audit.stored import controller_of, is_mirror_pod
 from webhook.check.runner import Status
 from webhook.engine.cluster import Cluster
+from webhook.engine.grants import GrantKeys
 from webhook.policy.compiled import Policy
 
 WEBHOOK_NAMESPACE = "gpu-admission"
@@ -34,6 +36,8 @@ class Audit:
     baseline: Policy | None = None
     not_intercepted: frozenset[str] = frozenset({"kube-system", WEBHOOK_NAMESPACE})
     default_namespace: str = "default"
+    today: date | None = None  # exceptions apply as on this day (audit --date); None: none applies
+    grant_keys: GrantKeys | None = None  # the webhook's grant keys (audit --grant-key): grants verify
     owners: dict[tuple[str, str, str], str] = field(default_factory=dict)
     context_counts: dict[str, int] = field(default_factory=dict)
 
@@ -115,9 +119,12 @@ class _Verdicts:
     cluster: Cluster
     labels: dict[str, dict[str, str]]
     namespace: str | None = None  # --namespace, for snapshot items parsed in a worker
+    today: date | None = None  # exceptions apply as on this day
+    grant_keys: GrantKeys | None = None  # grants verify with these keys
 
     def __init__(self, audit: Audit, cluster: Cluster, labels: dict[str, dict[str, str]]) -> None:
         self.policy, self.baseline, self.not_intercepted = audit.policy, audit.baseline, audit.not_intercepted
+        self.today, self.grant_keys = audit.today, audit.grant_keys
         self.cluster, self.labels = cluster, labels
         self.namespace = getattr(audit.inventory, "namespace", None)
 
@@ -129,9 +136,16 @@ class _Verdicts:
             return Judged(api_version, kind, namespace, name, uid, Status.SKIPPED, skip=skip)
         ns_labels = self.labels.get(namespace) if namespace else None
         cluster = self.cluster
-        new = judge(self.policy, obj, cluster=cluster, namespace_labels=ns_labels, mutation=self.baseline is not None)
+        excepting = {"today": self.today, "grant_keys": self.grant_keys}
+        new = judge(
+            self.policy, obj, cluster=cluster, namespace_labels=ns_labels, mutation=self.baseline is not None,
+            **excepting,  # type: ignore[arg-type]
+        )
         if self.baseline is not None:
-            old = judge(self.baseline, obj, cluster=cluster, namespace_labels=ns_labels, mutation=True)
+            old = judge(
+                self.baseline, obj, cluster=cluster, namespace_labels=ns_labels, mutation=True,
+                **excepting,  # type: ignore[arg-type]
+            )
             if new.status is not Status.SKIPPED or old.status is not Status.SKIPPED:
                 new.change = compare(old, new)
                 if new.status is Status.SKIPPED:  # judged by the old policy only: reported as admitted now

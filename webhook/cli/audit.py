@@ -11,8 +11,10 @@ import argparse
 import os
 import sys
 import time
+from datetime import UTC, date, datetime
 from typing import Any
 
+from webhook.audit.exceptions import ExceptionReport
 from webhook.audit.formats import WRITERS, Run
 from webhook.audit.openreports import FIELD_MANAGER, MAX_RESULTS, ReportBuilder
 from webhook.audit.run import WEBHOOK_NAMESPACE, Audit
@@ -80,6 +82,18 @@ def register(sub: Any) -> None:
         help="processes that parse and judge objects (default: the usable cores; 1: in this process); "
         "the output is the same for any N",
     )
+    p.add_argument(
+        "--date",
+        metavar="YYYY-MM-DD",
+        help="the day exceptions are judged on (default: today, UTC): which apply, and which expire within a week",
+    )
+    p.add_argument(
+        "--grant-key",
+        metavar="FILE",
+        default=os.environ.get("GPU_ADMISSION_GRANT_KEY"),
+        help="the webhook's exception grant key file (serve --grant-key; env GPU_ADMISSION_GRANT_KEY): without "
+        "it grants cannot be verified, so exceptions held through a controller's grant are not honoured",
+    )
     p.add_argument("--page-size", type=int, default=500, metavar="N", help="objects per list request (default 500)")
     p.add_argument(
         "--max-listed", type=int, default=20, metavar="N", help="text output: examples per group (0: all; default 20)"
@@ -126,6 +140,18 @@ def _audit(args: argparse.Namespace) -> int:
         raise _Stop("--apply-reports writes to a cluster; use it with --kubeconfig or in-cluster, not --snapshot")
     if args.page_size < 1:
         raise _Stop(f"--page-size must be at least 1 (got {args.page_size})")
+    try:
+        today = date.fromisoformat(args.date) if args.date else datetime.now(UTC).date()
+    except ValueError:
+        raise _Stop(f"--date: expected YYYY-MM-DD, got {args.date!r}") from None
+    keys = None
+    if args.grant_key:
+        from webhook.server.grants import read_grant_keys
+
+        try:
+            keys = read_grant_keys(args.grant_key)
+        except ValueError as exc:
+            raise _Stop(f"--grant-key: {exc}") from None
     policy = _policy(args.policy, "policy")
     baseline = _policy(args.baseline, "baseline policy") if args.baseline else None
     kube = None
@@ -150,11 +176,16 @@ def _audit(args: argparse.Namespace) -> int:
         inventory,
         baseline=baseline,
         not_intercepted=frozenset({"kube-system", args.webhook_namespace}),
+        today=today,
+        grant_keys=keys,
     )
     tally = AuditTally(max_listed=max(0, args.max_listed))
     tally.baseline = baseline is not None
     reports = ReportBuilder(time.time())
-    report = Run(tally, reports, notes=inventory.notes, source=source, baseline=args.baseline or "")
+    exceptions = ExceptionReport(policy, today, verified=keys is not None, max_listed=max(0, args.max_listed))
+    report = Run(
+        tally, reports, notes=inventory.notes, source=source, baseline=args.baseline or "", exceptions=exceptions
+    )
     progress = Progress(
         sys.stderr,
         report=sys.stdout,
@@ -163,7 +194,7 @@ def _audit(args: argparse.Namespace) -> int:
         where=lambda j: getattr(inventory, "listing", "") or j.where,
     )
     workers = args.workers if args.workers is not None else usable_cores()
-    stream = progress.observe(reports.observe(tally.observe(audit.run(workers))))
+    stream = progress.observe(reports.observe(tally.observe(exceptions.observe(audit.run(workers)))))
     WRITERS[args.output](stream, sys.stdout, report)
     sys.stdout.flush()
     if args.output != "text":

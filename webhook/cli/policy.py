@@ -172,16 +172,25 @@ def register(sub: Any) -> None:
     )
     render.add_argument(
         "--kube-version",
-        default="1.30",
+        default=None,
         metavar="X.Y",
-        help="the cluster's Kubernetes version (default 1.30); 1.36 and later also get MutatingAdmissionPolicies",
+        help="the cluster's Kubernetes version (default: settings.inTree.kubeVersion, else 1.30); 1.36 and later "
+        "also get MutatingAdmissionPolicies",
+    )
+    render.add_argument(
+        "--mutating",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="emit the MutatingAdmissionPolicies where the cluster serves them (default: settings.inTree.mutating, "
+        "else yes); --no-mutating: validating policies only",
     )
     render.add_argument(
         "--availability",
         choices=("webhook", "in-tree"),
-        default="webhook",
-        help="webhook (default): the validating webhook fails closed; in-tree: it fails open, for clusters with "
-        "the in-tree policies installed (the webhook configurations carry the mode)",
+        default=None,
+        help="webhook: the validating webhook fails closed; in-tree: it fails open, for clusters with the in-tree "
+        "policies installed (the webhook configurations carry the mode; default: settings.inTree.availability, "
+        "else webhook)",
     )
     render.add_argument(
         "--explain",
@@ -374,20 +383,13 @@ def run_schema(args: argparse.Namespace) -> int:
 # --- render ------------------------------------------------------------------------------------------
 
 
-def _kube_version(text: str) -> tuple[int, int] | None:
-    major, _, minor = text.removeprefix("v").partition(".")
-    minor = minor.split(".")[0]
-    if not (major.isascii() and major.isdigit() and minor.isascii() and minor.isdigit()):
-        return None
-    return int(major), int(minor)
-
-
 def run_render(args: argparse.Namespace) -> int:
     import ipaddress
 
     from webhook.policy import PolicyError, load_policy
     from webhook.policy.loader import policy_files
     from webhook.render import RenderOptions, render
+    from webhook.render.core import in_tree_choice, parse_kube_version
     from webhook.render.output import HEADER, exception_notes, to_json, to_yaml
 
     err = sys.stderr
@@ -426,14 +428,15 @@ def run_render(args: argparse.Namespace) -> int:
         except ContextError as exc:
             print(f"gpu-admission: --context: {exc}", file=err)
             return EXIT_UNUSABLE
-    version = _kube_version(args.kube_version)
-    if version is None:
+    version = parse_kube_version(args.kube_version) if args.kube_version is not None else None
+    if args.kube_version is not None and version is None:
         print(f"gpu-admission: --kube-version {args.kube_version!r} is not a version like 1.36", file=err)
         return EXIT_UNUSABLE
+    choice = in_tree_choice(policy, kube_version=version, mutating=args.mutating, availability=args.availability)
     if args.explain:
-        from webhook.render.intree.explain import table
+        from webhook.render.intree.explain import exceptions, table
 
-        sys.stdout.write(table(policy))
+        sys.stdout.write(table(policy) + "\n" + exceptions(policy))
         return EXIT_OK
     options = RenderOptions(
         namespace=args.webhook_namespace,
@@ -442,8 +445,9 @@ def run_render(args: argparse.Namespace) -> int:
         namespace_labels=labels,
         control_plane_cidrs=tuple(args.control_plane_cidr),
         monitoring_namespace=args.monitoring_namespace,
-        availability=args.availability,
-        kube_version=version,
+        availability=choice.availability,
+        kube_version=choice.kube_version,
+        mutating=choice.mutating,
     )
     if args.in_tree:
         from webhook.render import intree

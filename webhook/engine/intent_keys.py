@@ -13,6 +13,7 @@ from difflib import get_close_matches
 from typing import Any
 
 from webhook.engine.context import Finding, TemplateState
+from webhook.engine.grants import GRANT_NAME
 from webhook.engine.workload import dotted
 from webhook.policy.compiled import Policy
 
@@ -32,7 +33,7 @@ def _finding(policy: Policy, side: str, key: str, at: str, class_name: str | Non
     labels, annotations = _names(policy)
     here, there = (labels, annotations) if side == "labels" else (annotations, labels)
     name = key[len(policy.settings.prefix) + 1 :]
-    if name in here:
+    if name in here or (side == "annotations" and name == GRANT_NAME):  # the grant: the webhook's own key
         return None
     other = "annotations" if side == "labels" else "labels"
     kind = side[:-1]

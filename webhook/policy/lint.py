@@ -190,6 +190,7 @@ def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFin
     if not manifest.is_file():
         return []
     from webhook.render import RenderOptions, intree
+    from webhook.render.core import in_tree_choice
     from webhook.render.intree.cost import TooLarge
     from webhook.render.output import to_yaml
 
@@ -198,14 +199,19 @@ def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFin
         current = manifest.read_text(encoding="utf-8")
     except (PolicyError, OSError, UnicodeDecodeError):
         return []
-    version = (1, 36) if "kind: MutatingAdmissionPolicy\n" in current else (1, 30)
+    # a policy whose settings.inTree says what the cluster serves (kubeVersion, mutating) is held to it; one
+    # that does not is compared with a render like the manifest (with MutatingAdmissionPolicies or without)
+    choice = in_tree_choice(policy)
+    recorded = policy.settings.in_tree.model_fields_set & {"kube_version", "mutating"}
+    mutated = "kind: MutatingAdmissionPolicy\n" in current
+    version, mutating = (choice.kube_version, choice.mutating) if recorded else ((1, 36) if mutated else (1, 30), True)
     try:
-        fresh = to_yaml(intree.render(policy, RenderOptions(kube_version=version)))
+        fresh = to_yaml(intree.render(policy, RenderOptions(kube_version=version, mutating=mutating)))
     except TooLarge as exc:
         fresh = str(exc)
     if fresh == current:
         return []
-    flag = " --kube-version 1.36" if version >= (1, 36) else ""
+    flag = " --kube-version 1.36" if not recorded and version >= (1, 36) else ""
     issue = PolicyIssue(
         str(manifest), 1, 1, "",
         f"{IN_TREE_MANIFEST} is not what the policy renders: while the webhook is down the apiserver would "
@@ -415,6 +421,15 @@ def _render_needed(policy: Policy) -> Iterator[Warning_]:
             "other controller kinds, which the shipped webhook configurations do not send there; without a "
             "re-render the subjects' controller objects are denied (their pod templates lack the grant)",
             "re-run `gpu-admission policy render` and apply its output; serve with --grant-key",
+        )
+    if settings.in_tree.availability != shipped.in_tree.availability:
+        yield Warning_(
+            "render-needed",
+            ("settings", "inTree", "availability"),
+            f"settings.inTree.availability ({settings.in_tree.availability}) is not the mode the shipped webhook "
+            "configurations run in (webhook: the validating webhook fails closed): without a re-render the "
+            "cluster keeps the shipped failure policies",
+            "re-run `gpu-admission policy render` and apply its output (with the in-tree policies installed)",
         )
     if settings.platform_group != shipped.platform_group:
         yield Warning_(

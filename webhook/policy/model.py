@@ -667,6 +667,38 @@ DEFAULT_CONTROLLERS: tuple[str, ...] = (
 controller with ``--use-service-account-credentials``, the kubeadm default)."""
 
 
+def _kube_version(value: object) -> object:
+    """``X.Y`` as a string: YAML reads an unquoted 1.30 as the number 1.3, which names another version."""
+    if isinstance(value, float | int) and not isinstance(value, bool):
+        raise ValueError(f"{value!r} is a number: quote the version (kubeVersion: \"1.36\"); YAML reads 1.30 as 1.3")
+    return value
+
+
+KubeVersion = Annotated[str, BeforeValidator(_kube_version), Field(pattern=r"^v?[0-9]{1,3}\.[0-9]{1,3}$")]
+
+
+class InTreeSettings(Model):
+    """How ``policy render --in-tree`` and the webhook configurations are rendered for the in-tree
+    guarantees (SPEC §12): kept in the policy so the cluster's choice is on record beside the policy and
+    every render (CI included) gives the same objects; the flags of the same names override it."""
+
+    kube_version: KubeVersion | None = Field(
+        None,
+        description="the cluster's Kubernetes version as \"X.Y\": from 1.36 the in-tree render also emits "
+        "MutatingAdmissionPolicies (default 1.30; flag --kube-version)",
+    )
+    mutating: bool = Field(
+        True,
+        description="emit MutatingAdmissionPolicies where the cluster serves them (kubeVersion 1.36 or later); "
+        "false: ValidatingAdmissionPolicies only (flags --mutating/--no-mutating)",
+    )
+    availability: Literal["webhook", "in-tree"] = Field(
+        "webhook",
+        description="webhook: the validating webhook fails closed; in-tree: it fails open, for clusters with the "
+        "in-tree policies installed (flag --availability)",
+    )
+
+
 class Settings(Model):
     prefix: Annotated[str, AfterValidator(lambda v: _label_key(v + "/x") and v)] = "gpu-admission.io"
     waste_fraction: float = Field(0.5, gt=0, le=1, description="whole-gpu-waste threshold")
@@ -713,6 +745,10 @@ class Settings(Model):
         default=("gpu-fraction", "gpu-memory"),
         description="pod annotations a scheduler reads as a share of one GPU (KAI's gpu-fraction and gpu-memory): "
         "a pod that carries one holds a shared GPU, though it lists no GPU resource",
+    )
+    in_tree: InTreeSettings = Field(
+        default_factory=InTreeSettings,
+        description="the in-tree guarantees' render: kubeVersion, mutating, availability",
     )
 
 

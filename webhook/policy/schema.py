@@ -288,6 +288,28 @@ FIELDS: dict[str, dict[str, Any]] = {
             "`gpu-memory`): such a pod holds a shared GPU (placement, privileged-gpu), with no GPU resource",
             "gpuFractionAnnotations: [gpu-fraction, gpu-memory]",
         ),
+        "inTree": (
+            "how `policy render` renders the in-tree guarantees (SPEC §12) for this cluster; the flags "
+            "`--kube-version`, `--mutating`/`--no-mutating` and `--availability` override it",
+            "inTree: {kubeVersion: \"1.36\", mutating: true, availability: in-tree}",
+        ),
+    },
+    "InTreeSettings": {
+        "": "The in-tree render: what the cluster serves and which failure policies the webhooks run with.",
+        "kubeVersion": (
+            "the cluster's Kubernetes version, quoted (`\"1.36\"`): from 1.36 `policy render --in-tree` also "
+            "emits MutatingAdmissionPolicies; default 1.30",
+            "kubeVersion: \"1.36\"",
+        ),
+        "mutating": (
+            "emit the MutatingAdmissionPolicies where the cluster serves them; `false`: validating only",
+            "mutating: true",
+        ),
+        "availability": (
+            "`webhook`: the validating webhook fails closed; `in-tree`: it fails open, for clusters with "
+            "the in-tree policies installed (the webhook configurations carry the mode)",
+            "availability: in-tree",
+        ),
     },
     "DeviceClass": {
         "": "What a DRA DeviceClass hands out; claims on it are counted and sized through this entry.",
@@ -648,6 +670,7 @@ ORDER: tuple[tuple[str, str], ...] = (
     ("Metadata", "metadata"),
     ("PolicySpec", "spec"),
     ("Settings", "spec.settings"),
+    ("InTreeSettings", "spec.settings.inTree"),
     ("GPUModel", "spec.gpuModels.<model>"),
     ("MigProfile", "spec.gpuModels.<model>.mig[]"),
     ("Pool", "spec.pools.<pool>"),

@@ -48,9 +48,48 @@ class RenderOptions:
     availability: str = "webhook"
     # the cluster's Kubernetes version (major, minor): MutatingAdmissionPolicies from 1.36
     kube_version: tuple[int, int] = (1, 30)
+    # emit the MutatingAdmissionPolicies where the cluster serves them (settings.inTree.mutating)
+    mutating: bool = True
 
     def labels(self, component: str) -> dict[str, str]:
         return {"app.kubernetes.io/name": self.app, "app.kubernetes.io/component": component}
+
+
+def parse_kube_version(text: str) -> tuple[int, int] | None:
+    """``1.36``, ``v1.36`` or ``1.36.2`` -> (1, 36); None when it is not a version."""
+    major, _, minor = text.removeprefix("v").partition(".")
+    minor = minor.split(".")[0]
+    if not (major.isascii() and major.isdigit() and minor.isascii() and minor.isdigit()):
+        return None
+    return int(major), int(minor)
+
+
+@dataclass(frozen=True)
+class InTreeChoice:
+    """The in-tree render chosen for a cluster: ``settings.inTree`` of the policy, each field overridden by
+    its flag when one was given (None: not given), so a render reproduces what the policy records."""
+
+    kube_version: tuple[int, int]
+    mutating: bool
+    availability: str
+
+
+def in_tree_choice(
+    policy: Policy,
+    *,
+    kube_version: tuple[int, int] | None = None,
+    mutating: bool | None = None,
+    availability: str | None = None,
+) -> InTreeChoice:
+    setting = policy.settings.in_tree
+    version = kube_version
+    if version is None and setting.kube_version is not None:
+        version = parse_kube_version(setting.kube_version)  # the schema's pattern makes it parse
+    return InTreeChoice(
+        version or (1, 30),
+        setting.mutating if mutating is None else mutating,
+        setting.availability if availability is None else availability,
+    )
 
 
 Renderer = Callable[[Policy, RenderOptions], list[K8sObject]]

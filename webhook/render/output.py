@@ -40,7 +40,8 @@ def exception_notes(policy: Policy) -> str:
     lines = [
         "# Policy exceptions (docs/policy.md, Exceptions): judged by the webhook alone, at admission, by the",
         "# requester; the mutating webhook also intercepts controller kinds at CREATE/UPDATE to write the",
-        "# grants their pods carry (serve --grant-key). Nothing rendered here honours or grants them.",
+        "# grants their pods carry (serve --grant-key). Nothing rendered here honours or grants them; the",
+        "# in-tree policies (--in-tree) leave the rules they name unenforced in their namespaces.",
     ]
     for exc in policy.spec.exceptions:
         who = ", ".join(s.ref for s in exc.subjects)

@@ -2,7 +2,8 @@
 
 ``policy render --in-tree`` emits self-contained ValidatingAdmissionPolicies and bindings (labelled
 ``gpu-admission.io/in-tree: "true"``, no ``paramKind``: the policy's data is rendered into the CEL), and
-on clusters that serve them (``--kube-version 1.36`` and later) MutatingAdmissionPolicies that place the
+on clusters that serve them (``--kube-version 1.36`` and later, or ``settings.inTree.kubeVersion``; not
+with ``settings.inTree.mutating: false`` or ``--no-mutating``) MutatingAdmissionPolicies that place the
 common class pod. They go to their own file (``manifests/in-tree/``), never silently into an existing
 install. Modules:
 
@@ -25,7 +26,7 @@ def render(policy: Policy, options: RenderOptions) -> list[K8sObject]:
     from webhook.render.intree import cost, mutating, vap
 
     objects = vap.render(policy, options)
-    if options.kube_version >= mutating.SERVED_FROM:
+    if options.mutating and options.kube_version >= mutating.SERVED_FROM:
         objects += mutating.render(policy, options)
     cost.check(objects)
     return objects

@@ -85,11 +85,25 @@ def namespace_action(policy: Policy, rule_id: str) -> str | None:
     """The action the namespace's labels give ``rule_id`` ('' when they give none: the class decides),
     or None when the policy sets nothing per namespace for it."""
     settings = policy.rules.get(rule_id)
-    if settings is None or not (settings.exempt or settings.namespaces):
+    excepted = excepted_namespaces(policy, rule_id)
+    if (settings is None or not (settings.exempt or settings.namespaces)) and not excepted:
         return None
-    cases = [(selector(s), "'off'") for s in settings.exempt]
-    cases += [(selector(o.selector), cel_string(o.action.value)) for o in settings.namespaces]
+    cases = [(selector(s), "'off'") for s in excepted]
+    if settings is not None:
+        cases += [(selector(s), "'off'") for s in settings.exempt]
+        cases += [(selector(o.selector), cel_string(o.action.value)) for o in settings.namespaces]
     return first_match(cases, "''")
+
+
+def excepted_namespaces(policy: Policy, rule_id: str) -> list[LabelSelector]:
+    """The namespaces of every exception naming ``rule_id``, expired or not (the render has no clock).
+
+    CEL can verify neither the requester an exception names for pods (they come from controllers) nor a
+    grant's signature, so the in-tree policies do not judge exceptions; and since they run while the
+    webhook is up too, enforcing the rule there would deny what the webhook excepts. So the rule is off
+    in-tree in those namespaces, for everyone (less than the webhook holds, never more); remove an
+    expired exception and re-render (lint warns)."""
+    return [e.namespaces for e in policy.spec.exceptions if rule_id in e.rules]
 
 
 def rule_actions(policy: Policy, rule_id: str) -> set[str]:
@@ -97,11 +111,11 @@ def rule_actions(policy: Policy, rule_id: str) -> set[str]:
     settings = policy.rules.get(rule_id)
     default = RULES[rule_id].default.value
     if settings is None:
-        return {default}
+        return {default, "off"} if excepted_namespaces(policy, rule_id) else {default}
     out = {settings.action.value if settings.action else default}
     out.update(a.value for a in settings.classes.values())
     out.update(o.action.value for o in settings.namespaces)
-    if settings.exempt:
+    if settings.exempt or excepted_namespaces(policy, rule_id):
         out.add("off")
     return out
 

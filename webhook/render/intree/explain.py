@@ -3,7 +3,9 @@
 The table is data (:data:`WHY`): for every rule of the engine's registry, what its in-tree part
 covers or why it has none. ``policy render --explain`` prints it for a policy (with each rule's
 action there and the checks actually rendered), and ``docs/policy.md`` carries the same table; a test
-keeps both complete.
+keeps both complete. It then lists the policy's exceptions (:func:`exceptions`): the in-tree policies
+do not honour them (an exception is judged by the requester and a signed grant, which CEL cannot
+verify), so while the webhook is down an excepted finding is enforced with its rule's action.
 """
 
 from __future__ import annotations
@@ -65,9 +67,12 @@ WHY: dict[str, tuple[str, str]] = {
         "alone but not for the class",
     ),
     "gang-required": (
-        "",
-        "the pod count and the gang keys each kind and backend read come from the kind table and "
-        "the mutation; not rendered yet",
+        "a batch Job (a mutated kind with one template at a literal path and literal pod-count fields) of a "
+        "gang-required class stored with more than one pod (parallelism capped by completions) and no gang: a "
+        "class without a backend, a backend with no integration for the kind, or a missing key the backend reads "
+        "and the webhook writes (a size, a literal, a needed gang name, Kueue's queue)",
+        "Volcano Jobs, operator kinds and TrainJobs (wildcard or virtual templates), bare pods' gang-size, "
+        "controllers (judged as their pods will be), scheduler names; on UPDATE a Job already of the class",
     ),
     "gang-incomplete": (
         "a Volcano Job task of an all-or-nothing class whose minAvailable is below its replicas",
@@ -130,6 +135,45 @@ def rows(policy: Policy | None = None) -> list[Row]:
             status = "off"
         out.append(Row(rule_id, status, actions, part or "-", rest))
     return out
+
+
+NOT_HONOURED = (
+    "the in-tree policies do not honour exceptions (CEL can verify neither the requester of a controller's pods "
+    "nor a grant's signature); since they run while the webhook is up too, a rule an exception names is off "
+    "in-tree in the exception's namespaces, for everyone there, and only the webhook judges it"
+)
+
+
+def exceptions(policy: Policy) -> str:
+    """The policy's exceptions for ``--explain``: rules, namespaces, kinds and names, subjects, expiry,
+    owner, reason; and which of their rules the in-tree policies enforce regardless (they do not honour
+    exceptions)."""
+    if not policy.spec.exceptions:
+        return "exceptions: none\n"
+    from webhook.policy.lint import describe
+
+    rendered = {r.rule for r in rows(policy) if r.status == PARTLY}
+    out = [f"exceptions ({len(policy.spec.exceptions)}; {NOT_HONOURED}):"]
+    for exc in policy.spec.exceptions:
+        out.append(f"{exc.name} [expires {exc.expires.isoformat()}; owner {exc.owner}]")
+        out.append(f"  rules: {', '.join(exc.rules)}")
+        out.append(f"  namespaces: {describe(exc.namespaces) or 'every namespace'}")
+        if exc.kinds:
+            out.append(f"  kinds: {', '.join(exc.kinds)}")
+        if exc.names:
+            out.append(f"  names: {', '.join(exc.names)}")
+        out.append(f"  subjects: {', '.join(s.ref for s in exc.subjects)}")
+        out.append(f"  reason: {exc.reason}")
+        off = sorted(set(exc.rules) & rendered)
+        out.append(
+            "  in-tree: "
+            + (
+                f"{', '.join(off)} not enforced in these namespaces (for anyone) while the webhook is down"
+                if off
+                else "none of its rules has an in-tree part"
+            )
+        )
+    return "\n".join(out) + "\n"
 
 
 def table(policy: Policy | None = None, *, markdown: bool = False) -> str:
