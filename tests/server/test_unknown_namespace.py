@@ -13,6 +13,7 @@ exactly the window (a namespace created after the cache synced, not yet delivere
 
 from __future__ import annotations
 
+import gc
 import socket
 import sys
 import threading
@@ -155,8 +156,17 @@ def test_lookups_at_once_are_capped_and_a_not_found_is_remembered(fake):
 
 
 def _blocked(thread: threading.Thread) -> bool:
-    """The thread is parked in a ``wait`` (its innermost frame), e.g. on a lookup in progress."""
-    frame = sys._current_frames().get(thread.ident or -1)
+    """The thread is parked in a ``wait`` (its innermost frame), e.g. on a lookup in progress.
+
+    The collector is off while the frames are read: CPython 3.11 builds that dict holding the
+    runtime's thread-list lock, so a collection it triggers can run a finalizer that closes a socket
+    (an old kubernetes client's pool), which releases the GIL; a thread that is exiting then takes
+    the GIL and waits for that lock, and the test hangs (seen once in a full run)."""
+    gc.disable()
+    try:
+        frame = sys._current_frames().get(thread.ident or -1)
+    finally:
+        gc.enable()
     return frame is not None and frame.f_code.co_name == "wait"
 
 
