@@ -235,17 +235,30 @@ class Tally:
             self.first_errors.append(text)
 
 
-def _one(client: ApiserverClient, unit: Unit, tally: Tally, lock: threading.Lock) -> None:
-    """The apiserver's two calls for one object, checked."""
-    sent = review(unit.obj, namespace=unit.namespace)
+def _call(
+    client: ApiserverClient, unit: Unit, obj: dict, op: str, tally: Tally, lock: threading.Lock
+) -> tuple[dict, float] | None:
+    """One of the apiserver's calls (``op``: mutate or validate): its checked response and how long it
+    took, or None (counted as an error) when the webhook did not answer 200."""
+    sent = review(obj, namespace=unit.namespace)
     t0 = time.perf_counter()
-    status, _, data = client.request("POST", "/mutate?timeout=10s", orjson.dumps(sent))
-    t1 = time.perf_counter()
+    status, _, data = client.request("POST", f"/{op}?timeout=10s", orjson.dumps(sent))
+    took = time.perf_counter() - t0
     if status != 200:
         with lock:
-            tally.error(f"{unit.name}: /mutate answered {status}: {data[:200]!r}")
+            tally.error(f"{unit.name}: /{op} answered {status}: {data[:200]!r}")
+        return None
+    return check_response(orjson.loads(data), sent, op), took
+
+
+def _one(client: ApiserverClient, unit: Unit, tally: Tally, lock: threading.Lock) -> None:
+    """The apiserver's two calls for one object, checked; a pair's time runs from the first call's send to
+    the second's answer, the patch applied between them included."""
+    start = time.perf_counter()
+    mutated = _call(client, unit, unit.obj, "mutate", tally, lock)
+    if mutated is None:
         return
-    response = check_response(orjson.loads(data), sent, "mutate")
+    response, took_mutate = mutated
     ops = orjson.loads(base64.b64decode(response["patch"])) if "patch" in response else []
     if response["allowed"] is not unit.mutate_allowed or ops != unit.patch:
         with lock:
@@ -255,27 +268,22 @@ def _one(client: ApiserverClient, unit: Unit, tally: Tally, lock: threading.Lock
     if not response["allowed"]:
         with lock:
             tally.done += 1
-            tally.pairs.append(t1 - t0)
-            tally.requests.append(t1 - t0)
+            tally.pairs.append(took_mutate)
+            tally.requests.append(took_mutate)
         return
     stored = jsonpatch.apply_patch(unit.obj, ops) if ops else unit.obj
-    sent = review(stored, namespace=unit.namespace)
-    t2 = time.perf_counter()
-    status, _, data = client.request("POST", "/validate?timeout=10s", orjson.dumps(sent))
-    t3 = time.perf_counter()
-    if status != 200:
-        with lock:
-            tally.error(f"{unit.name}: /validate answered {status}: {data[:200]!r}")
+    validated = _call(client, unit, stored, "validate", tally, lock)
+    if validated is None:
         return
-    response = check_response(orjson.loads(data), sent, "validate")
+    response, took_validate = validated
     with lock:
         if response["allowed"] is not unit.validate_allowed:
             tally.error(f"{unit.name}: /validate allowed={response['allowed']}, expected {unit.validate_allowed}: "
                         f"{response.get('status', {}).get('message', '')[:200]}", wrong=True)
             return
         tally.done += 1
-        tally.pairs.append(t3 - t0)
-        tally.requests += [t1 - t0, t3 - t2]
+        tally.pairs.append(time.perf_counter() - start)
+        tally.requests += [took_mutate, took_validate]
         tally.by_kind[unit.kind] = tally.by_kind.get(unit.kind, 0) + 1
 
 

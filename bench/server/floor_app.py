@@ -82,7 +82,7 @@ class FloorServer(BaseApplication):
         return create_floor_app()
 
 
-def main(argv: list[str] | None = None, server: type[FloorServer] = FloorServer) -> None:
+def main(argv: list[str] | None = None) -> None:
     d = ServeSettings()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--bind", default=d.bind)
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None, server: type[FloorServer] = FloorServer)
         metrics_bind=None,
         log_level=args.log_level,
     )
-    server(settings).run()
+    FloorServer(settings).run()
 
 
 if __name__ == "__main__":

@@ -136,15 +136,14 @@ class _Verdicts:
             return Judged(api_version, kind, namespace, name, uid, Status.SKIPPED, skip=skip)
         ns_labels = self.labels.get(namespace) if namespace else None
         cluster = self.cluster
-        excepting = {"today": self.today, "grant_keys": self.grant_keys}
         new = judge(
             self.policy, obj, cluster=cluster, namespace_labels=ns_labels, mutation=self.baseline is not None,
-            **excepting,  # type: ignore[arg-type]
+            today=self.today, grant_keys=self.grant_keys,
         )
         if self.baseline is not None:
             old = judge(
                 self.baseline, obj, cluster=cluster, namespace_labels=ns_labels, mutation=True,
-                **excepting,  # type: ignore[arg-type]
+                today=self.today, grant_keys=self.grant_keys,
             )
             if new.status is not Status.SKIPPED or old.status is not Status.SKIPPED:
                 new.change = compare(old, new)
