@@ -23,8 +23,8 @@ import yaml
 from tests.audit.conftest import run_cli
 from tests.audit.openreports_schema import schema
 from webhook.engine import evaluate
-from webhook.engine.grants import GrantKeys
-from webhook.engine.requester import Requester
+from webhook.engine.model.grants import GrantKeys
+from webhook.engine.model.requester import Requester
 from webhook.policy import load_policy
 
 POLICY = Path(__file__).parent / "policies" / "exceptions"

@@ -15,7 +15,7 @@ from webhook import yamlpos
 from webhook.audit.judge import NOT_GPU, judge
 from webhook.audit.screen import Screen, markers
 from webhook.check.runner import Status
-from webhook.engine.cluster import EMPTY_CLUSTER
+from webhook.engine.model.cluster import EMPTY_CLUSTER
 
 
 def _text(obj: dict) -> str:

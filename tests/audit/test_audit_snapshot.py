@@ -120,7 +120,7 @@ def test_the_judgement_crosses_a_process_boundary(policy) -> None:
     import pickle
 
     from webhook.audit.judge import judge
-    from webhook.engine.cluster import EMPTY_CLUSTER
+    from webhook.engine.model.cluster import EMPTY_CLUSTER
 
     obj = stored(pod("bad", "team-a", cls="inference"))
     j = judge(policy, obj, cluster=EMPTY_CLUSTER, namespace_labels=None)

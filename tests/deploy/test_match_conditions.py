@@ -1,7 +1,7 @@
 """The webhooks' matchConditions, taken from the rendered manifests and run with cel-python.
 
 The oracle is the engine itself: an object is GPU-relevant when, for the engine's own view of its pod
-templates (``webhook.engine.workload.templates``) and the default policy's GPU prefixes, intent
+templates (``webhook.engine.model.workload.templates``) and the default policy's GPU prefixes, intent
 label and GPU-fraction annotations, it carries the label, a GPU-family resource or a fraction. The
 CEL must agree on every object of the real-world corpus and on synthetic objects of every kind.
 API-server semantics are emulated in ``cel_match`` (all conditions true -> call; any false -> skip;
@@ -22,9 +22,10 @@ from hypothesis import strategies as st
 from tests.conftest import CORPUS, need_shared
 from tests.deploy.cel_match import CALL, REJECT, SKIP, Webhook, resource_of, unguarded_has
 from tests.deploy.conftest import one, render
-from webhook.engine import evaluate, reach
-from webhook.engine.device_reach import exposed_pools, has_trigger
-from webhook.engine.workload import classify, templates
+from webhook.engine import evaluate
+from webhook.engine.model import reach
+from webhook.engine.model.device_reach import exposed_pools, has_trigger
+from webhook.engine.model.workload import classify, templates
 
 
 @pytest.fixture(scope="module")

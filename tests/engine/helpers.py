@@ -217,7 +217,7 @@ def pod_template_errors(obj: dict) -> list[str]:
     """Strict OpenAPI validation of every pod template of a workload CRD the repository has no schema
     for (Kubeflow, JobSet, LWS, Ray): each template must be a valid ``PodTemplateSpec``, which is what
     those CRDs embed and what their controllers copy into pods."""
-    from webhook.engine.workload import classify, templates
+    from webhook.engine.model.workload import classify, templates
 
     kind = classify(obj)
     assert kind is not None

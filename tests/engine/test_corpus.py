@@ -27,7 +27,7 @@ from webhook.check.formats import Options, write_yaml
 from webhook.check.inputs import read_sources
 from webhook.check.runner import Namespaces, Status, check_sources
 from webhook.cli import main
-from webhook.engine.workload import classify, templates
+from webhook.engine.model.workload import classify, templates
 
 
 def corpus_files() -> list[Path]:

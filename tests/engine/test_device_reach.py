@@ -19,8 +19,8 @@ from tests.engine.helpers import container, intent, pod, rules, violation
 from tests.engine.test_reach_attacks import BLANKET, TRAIN_TAINTS, admit
 from tests.engine.test_reach_model import node
 from webhook.engine import evaluate
-from webhook.engine.cluster import Cluster
-from webhook.engine.device_reach import container_triggers, dev_volumes, has_trigger, reaches_dev, triggers
+from webhook.engine.model.cluster import Cluster
+from webhook.engine.model.device_reach import container_triggers, dev_volumes, has_trigger, reaches_dev, triggers
 
 MIG_POD = intent("inference", gpu_memory="4Gi")
 DEV = [{"name": "dev", "hostPath": {"path": "/dev"}}]
@@ -405,7 +405,7 @@ def test_cpu_only_pod_without_a_trigger_pays_no_reach_computation(policy, monkey
     any reachability is computed (``reach.reachable`` is replaced by one that fails the test): every
     pool of the policy is tainted, so it can reach none. (One with a toleration is judged: it may reach
     a GPU pool, where its containers get NVIDIA_VISIBLE_DEVICES=void.)"""
-    from webhook.engine import reach
+    from webhook.engine.model import reach
 
     def boom(*a, **k):
         raise AssertionError("reach computed for a pod without a trigger")

@@ -15,10 +15,10 @@ import yaml
 from tests.conftest import CORPUS, POLICIES, need_shared
 from tests.engine.helpers import container, intent, pod, rules, run, vcjob, violation
 from webhook.engine import evaluate
-from webhook.engine.claims import ClaimResolver, cluster_entry
-from webhook.engine.cluster import Cluster
-from webhook.engine.resources import MIG, SHARED, UNRESOLVED, WHOLE, inspect_pod
-from webhook.engine.workload import classify, templates
+from webhook.engine.model.claims import ClaimResolver, cluster_entry
+from webhook.engine.model.cluster import Cluster
+from webhook.engine.model.devices import MIG, SHARED, UNRESOLVED, WHOLE, inspect_pod
+from webhook.engine.model.workload import classify, templates
 
 NS = "team-a"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, pod, rules, run
 from tests.engine.test_dra import claim_pod, cluster_of, exactly, rct
-from webhook.engine.resources import SHARED, WHOLE
+from webhook.engine.model.devices import SHARED, WHOLE
 
 NS = "team-a"
 
@@ -77,7 +77,7 @@ from tests.engine.upstream_dra import (  # noqa: E402
     SCHEDULER_USERNAME,
 )
 from webhook.engine import evaluate  # noqa: E402
-from webhook.engine.requester import Requester  # noqa: E402
+from webhook.engine.model.requester import Requester  # noqa: E402
 from webhook.policy import load_policy_texts  # noqa: E402
 
 BLANKET = {"operator": "Exists"}
@@ -234,8 +234,8 @@ def test_an_update_that_adds_the_marker_is_denied_and_one_that_keeps_it_is_not(p
 
 # --- consumable capacity ------------------------------------------------------------------------------
 
-from webhook.engine.claims import ClaimResolver  # noqa: E402
-from webhook.engine.cluster import Cluster  # noqa: E402
+from webhook.engine.model.claims import ClaimResolver  # noqa: E402
+from webhook.engine.model.cluster import Cluster  # noqa: E402
 from webhook.quantity import GIB  # noqa: E402
 
 
@@ -339,7 +339,7 @@ def test_the_waste_report_uses_what_the_device_really_allocates():
 
 from tests.engine.helpers import vcjob  # noqa: E402
 from tests.engine.upstream_dra import COMPUTE_DOMAIN_API  # noqa: E402
-from webhook.engine.claims import cluster_entry  # noqa: E402
+from webhook.engine.model.claims import cluster_entry  # noqa: E402
 
 
 def domain(name: str, num_nodes: int | None = None) -> dict:
@@ -458,7 +458,7 @@ def test_num_nodes_that_does_not_match_the_gang_is_a_warning(policy):
 def test_nvidia_gpu_counts_through_the_device_class_that_maps_it_on_a_dra_cluster(policy):
     from pathlib import Path
 
-    from webhook.engine.resources import inspect_pod
+    from webhook.engine.model.devices import inspect_pod
     from webhook.policy import load_policy
 
     dra = load_policy(Path("examples/dra-policy"))

@@ -21,7 +21,7 @@ from tests.conftest import SERVING_NS
 from tests.engine.helpers import container, intent, pod, rules, run, violation
 from tests.engine.test_dra import claim_pod, cluster_of, exactly, rct
 from webhook.engine import evaluate
-from webhook.engine.cluster import Cluster
+from webhook.engine.model.cluster import Cluster
 from webhook.policy import load_policy_texts
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,8 +17,8 @@ import jsonpatch
 import pytest
 
 from webhook.engine import Decision, evaluate
-from webhook.engine.grants import GRANT_NAME, GrantKeys, issue, read_grants
-from webhook.engine.requester import Requester
+from webhook.engine.model.grants import GRANT_NAME, GrantKeys, issue, read_grants
+from webhook.engine.model.requester import Requester
 from webhook.policy import PolicyError, load_policy, load_policy_texts
 
 POLICY_DIR = Path(__file__).parent / "policies" / "exceptions"
@@ -570,7 +570,7 @@ def test_forgery_a_grant_of_a_volcano_job_on_a_batch_job_of_the_same_name(policy
 
 
 def test_a_huge_grant_annotation_is_read_only_up_to_its_bounds(policy):
-    from webhook.engine.grants import MAX_TOKENS
+    from webhook.engine.model.grants import MAX_TOKENS
 
     good = grant_of(deploy(policy)["spec"]["template"])
     flood = " ".join(["v1.x.y"] * 50_000 + [good])

@@ -127,7 +127,7 @@ def test_default_policy_lints_clean_of_memory_warnings(cli_lint_default):
 
 @pytest.fixture
 def cli_lint_default():
-    from webhook.policy.lint import lint_path
+    from webhook.lint.checks import lint_path
 
     return [f.render() for f in lint_path(POLICIES).findings]
 

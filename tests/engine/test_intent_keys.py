@@ -11,7 +11,7 @@ import yaml
 from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, job, pod, rules, run, violation
 from webhook.engine import evaluate
-from webhook.engine.decision import Action
+from webhook.engine.model.decision import Action
 from webhook.policy import load_policy_texts
 
 RULE = "intent-unknown-key"

@@ -20,7 +20,7 @@ from tests.conftest import POLICIES
 from tests.engine.helpers import container, rules, run, schema_errors, violation
 from webhook.check.inputs import read_sources
 from webhook.check.runner import Namespaces, Status, check_sources
-from webhook.engine.workload import classify, templates
+from webhook.engine.model.workload import classify, templates
 from webhook.policy import load_policy
 from webhook.policy.loader import PolicyError, load_policy_texts
 

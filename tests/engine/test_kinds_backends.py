@@ -20,7 +20,7 @@ from tests.conftest import POLICIES, SERVING_NS
 from tests.engine.helpers import container, rules, run, schema_errors, violation
 from tests.engine.test_kinds import jobset, lws, mpijob, pytorchjob, raycluster, rayjob, tfjob, tpl
 from webhook.engine import evaluate
-from webhook.engine.workload import classify, templates
+from webhook.engine.model.workload import classify, templates
 from webhook.policy.loader import load_policy_texts
 
 TRAIN_LABELS = {"gpu-admission.io/workload": "training"}

@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, pod, run, violation
-from webhook.engine.decision import WARNING_LIMIT, Action, Decision, Violation, short_warning
+from webhook.engine.model.decision import WARNING_LIMIT, Action, Decision, Violation, short_warning
 
 
 def _inference_without_limits() -> dict:

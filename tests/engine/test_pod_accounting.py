@@ -22,7 +22,7 @@ import pytest
 from tests.conftest import TRAINING_NS
 from tests.engine.helpers import assert_valid, container, intent, job, pod, rules, violation
 from webhook.engine import evaluate
-from webhook.engine.resources import inspect_pod
+from webhook.engine.model.devices import inspect_pod
 from webhook.policy import load_policy_texts
 from webhook.quantity import GIB, MIB
 

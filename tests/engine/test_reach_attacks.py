@@ -167,7 +167,7 @@ def test_numeric_toleration_operator_on_a_pod_claiming_a_daemonset_owner(policy)
 
 
 def test_numeric_toleration_operator_against_known_nodes(policy):
-    from webhook.engine.cluster import Cluster
+    from webhook.engine.model.cluster import Cluster
 
     node = {
         "apiVersion": "v1",
@@ -214,7 +214,7 @@ H100_NODE = {
     ],
 )
 def test_nodes_that_join_later_are_reached_too(deny_raw_policy, policy, exclude):
-    from webhook.engine.cluster import Cluster
+    from webhook.engine.model.cluster import Cluster
 
     cluster = Cluster(nodes=(H100_NODE,))
     obj = pod({}, [container(limits=GPU1)], tolerations=BLANKET, affinity=affinity(exclude))
@@ -232,7 +232,7 @@ def test_nodes_that_join_later_are_reached_too(deny_raw_policy, policy, exclude)
 
 
 def test_known_nodes_still_decide_a_pod_that_names_its_node(deny_raw_policy):
-    from webhook.engine.cluster import Cluster
+    from webhook.engine.model.cluster import Cluster
 
     cpu = {
         "apiVersion": "v1",

@@ -1,4 +1,4 @@
-"""The reachability model (webhook.engine.reach), case by case against the Kubernetes rules it follows:
+"""The reachability model (webhook.engine.model.reach), case by case against the Kubernetes rules it follows:
 taint/toleration matching (k8s.io/api core/v1 Toleration.ToleratesTaint), node affinity operators and
 matchFields (NodeAffinity filter), extended resources (NodeResourcesFit), and exact per-node judgement."""
 
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from tests.engine.helpers import container, pod
-from webhook.engine import reach
-from webhook.engine.resources import inspect_pod
+from webhook.engine.model import reach
+from webhook.engine.model.devices import inspect_pod
 
 
 def reached(policy, spec_extra, limits=None, nodes=()):

@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import SERVING_NS
 from tests.engine.helpers import container, intent, job, pod, rules, run, vcjob, violation
-from webhook.engine.decision import Action
+from webhook.engine.model.decision import Action
 from webhook.engine.rules import RULES
 from webhook.policy import load_policy_texts
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, pod, rules, vcjob
 from webhook.engine import evaluate
-from webhook.engine.cluster import Cluster
+from webhook.engine.model.cluster import Cluster
 from webhook.policy import load_policy
 
 GHOST = Cluster(unknown_namespaces=frozenset({"ghost"}))

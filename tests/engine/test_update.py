@@ -14,7 +14,7 @@ import pytest
 
 from tests.engine.helpers import container, intent, job, pod, rules
 from webhook.engine import evaluate
-from webhook.engine.cluster import Cluster
+from webhook.engine.model.cluster import Cluster
 from webhook.policy import load_policy
 
 SERVING = {"gpu-admission.io/tier": "serving"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 
 from tests.conftest import CRDS, need_shared
-from webhook.engine.volcano_fields import VOLCANO_JOB, unknown_fields
+from webhook.engine.model.tasks import VOLCANO_JOB, unknown_fields
 
 
 def _props(schema: dict) -> dict:

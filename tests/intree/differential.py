@@ -26,7 +26,7 @@ import jsonpatch
 from tests.intree.apiserver import DENY, InTree, Request
 from tests.intree.stored import defaulted, stored
 from webhook.engine import evaluate
-from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
 from webhook.policy.compiled import Policy
 
 NAME_LABEL = "kubernetes.io/metadata.name"

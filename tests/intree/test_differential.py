@@ -38,7 +38,7 @@ from tests.intree.differential import Differential, Figures
 from tests.oracle.cluster import read_policy
 from tests.oracle.controllers import pods_of
 from tests.oracle.workloads import scenarios
-from webhook.engine.cluster import Cluster
+from webhook.engine.model.cluster import Cluster
 from webhook.policytest.load import discover, load_suites
 
 EXAMPLES = int(os.environ.get("INTREE_EXAMPLES", "25"))

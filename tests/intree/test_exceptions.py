@@ -15,7 +15,7 @@ from tests.intree.apiserver import ALLOW, DENY, InTree, Request
 from tests.intree.stored import default_pod_spec, defaulted, stored
 from webhook.cli import main
 from webhook.engine import evaluate
-from webhook.engine.requester import Requester
+from webhook.engine.model.requester import Requester
 from webhook.policy import load_policy
 from webhook.render.core import RenderOptions
 from webhook.render.intree import render

@@ -20,7 +20,7 @@ from tests.deploy.cel_match import CALL, REJECT, Webhook, resource_of
 from tests.oracle.controllers import pods_of
 from tests.oracle.workloads import Scenario
 from webhook.engine import evaluate
-from webhook.engine.cluster import Cluster
+from webhook.engine.model.cluster import Cluster
 from webhook.policy.compiled import Policy
 from webhook.render.core import render
 

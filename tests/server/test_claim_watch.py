@@ -123,7 +123,7 @@ def test_not_ready_until_every_cache_has_synced_and_the_engine_reads_the_view(po
 
 
 def test_resource_slices_and_compute_domains_are_watched_and_judged_with(policy):
-    from webhook.engine.claims import cluster_entry
+    from webhook.engine.model.claims import cluster_entry
 
     slices = FakeNamespaceAPI(path=f"{BASE}/resourceslices", list_kind="ResourceSliceList").start()
     domains = FakeNamespaceAPI(
@@ -172,7 +172,7 @@ def test_resource_slices_and_compute_domains_are_watched_and_judged_with(policy)
         (v,) = evaluate(policy, big, namespace="team-a", cluster=view).violations
         assert v.rule == "claim-capacity-unsatisfiable" and "at most 80Gi" in v.message
         # the domain is known to the resolver: a pod naming its channel template is matched with it
-        from webhook.engine.claims import ClaimResolver
+        from webhook.engine.model.claims import ClaimResolver
 
         channel = cluster_entry(cd)
         assert channel is not None

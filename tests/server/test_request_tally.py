@@ -9,7 +9,7 @@ from collections import OrderedDict
 import pytest
 from prometheus_client import REGISTRY
 
-from webhook.engine.workload import classify
+from webhook.engine.model.workload import classify
 from webhook.server import metrics
 from webhook.server.metrics import LATENCY_BUCKETS, RequestTally
 

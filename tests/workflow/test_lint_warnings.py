@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import ROOT
 from tests.workflow.conftest import line_of, write_policy
-from webhook.policy.lint import WARNING_CODES
+from webhook.lint.checks import WARNING_CODES
 
 HEAD = "apiVersion: gpu-admission.io/v1\nkind: GPUPolicy\nspec:\n"
 # three days after today (UTC, the CLI's clock): within the week lint warns ahead, whatever the day
@@ -545,7 +545,7 @@ def test_exception_expiry_at_a_fixed_date(today, codes, phrase):
     """(``render-needed`` is there whatever the day: see the next test.)"""
     from datetime import date
 
-    from webhook.policy.lint import lint_texts
+    from webhook.lint.checks import lint_texts
 
     text = spec(
         """\

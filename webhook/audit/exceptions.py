@@ -22,8 +22,8 @@ from typing import Any
 
 from webhook.audit.judge import Judged
 from webhook.audit.tally import tap
+from webhook.lint.checks import EXPIRY_WARNING_DAYS, describe
 from webhook.policy.compiled import Policy
-from webhook.policy.lint import EXPIRY_WARNING_DAYS, describe
 from webhook.policy.model import PolicyException
 
 

@@ -20,7 +20,7 @@ from webhook.audit.openreports import ReportBuilder
 from webhook.audit.tally import AuditTally
 from webhook.check.formats import write_json_stream, write_junit_suite
 from webhook.check.runner import Status
-from webhook.engine.decision import Action
+from webhook.engine.model.decision import Action
 
 
 @dataclass(slots=True)

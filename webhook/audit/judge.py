@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 from webhook.audit.stored import as_admitted, controller_of, metadata
 from webhook.check.runner import Status, engine_failure, verdict
 from webhook.engine import Decision, Violation, evaluate
-from webhook.engine.cluster import Cluster
-from webhook.engine.grants import GrantKeys
-from webhook.engine.requester import Requester
-from webhook.engine.workload import classify
+from webhook.engine.model.cluster import Cluster
+from webhook.engine.model.grants import GrantKeys
+from webhook.engine.model.requester import Requester
+from webhook.engine.model.workload import classify
 from webhook.policy.compiled import Policy
 
 if TYPE_CHECKING:

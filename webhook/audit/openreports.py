@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from webhook.audit.judge import Judged
 from webhook.audit.tally import tap
 from webhook.check.runner import Status
-from webhook.engine.decision import Action
+from webhook.engine.model.decision import Action
 
 if TYPE_CHECKING:
     from webhook.audit.exceptions import ExceptionReport

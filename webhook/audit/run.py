@@ -22,8 +22,8 @@ from webhook.audit.judge import MIRROR_POD, NOT_GPU, NOT_INTERCEPTED, Judged, id
 from webhook.audit.screen import Screen, markers
 from webhook.audit.stored import controller_of, is_mirror_pod
 from webhook.check.runner import Status
-from webhook.engine.cluster import Cluster
-from webhook.engine.grants import GrantKeys
+from webhook.engine.model.cluster import Cluster
+from webhook.engine.model.grants import GrantKeys
 from webhook.policy.compiled import Policy
 
 WEBHOOK_NAMESPACE = "gpu-admission"

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.claims import IMPLICIT_PREFIX
-from webhook.engine.cluster import Cluster
-from webhook.engine.device_reach import TOOLKIT_ENV, exposed_pools
+from webhook.engine.model.claims import IMPLICIT_PREFIX
+from webhook.engine.model.cluster import Cluster
+from webhook.engine.model.device_reach import TOOLKIT_ENV, exposed_pools
 from webhook.policy.compiled import Policy
 
 TRIGGER_WORDS = ("privileged", "capabilities", "envFrom", "hostPath", *TOOLKIT_ENV)

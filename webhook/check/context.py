@@ -3,7 +3,7 @@
 The server learns namespaces, nodes, claim templates and device classes from the apiserver; ``check``
 has no cluster, so it reads the same objects from its inputs (a repository's ``namespace.yaml`` next to
 its jobs) and from ``--context`` files (``kubectl get ns,nodes,resourceclaimtemplates,deviceclasses -A
--o yaml``), and hands the engine one :class:`~webhook.engine.cluster.Cluster` view.
+-o yaml``), and hands the engine one :class:`~webhook.engine.model.cluster.Cluster` view.
 
 Where several sources name the same namespace, the more authoritative one wins, whole (labels are
 not merged key by key: a namespace's labels are one object's labels):
@@ -22,8 +22,8 @@ from typing import Any
 
 from webhook import yamlpos
 from webhook.check.inputs import ReadError, Source
-from webhook.engine.claims import cluster_entry
-from webhook.engine.cluster import Cluster
+from webhook.engine.model.claims import cluster_entry
+from webhook.engine.model.cluster import Cluster
 
 # kind -> the Cluster field it fills; "*List" forms hold items of that kind
 CONTEXT_KINDS = {

@@ -21,7 +21,7 @@ import yaml
 from webhook.check import explain, waste
 from webhook.check.github import write_github
 from webhook.check.runner import UNJUDGED, CheckResult, Status, Summary
-from webhook.engine.decision import Action
+from webhook.engine.model.decision import Action
 
 Writer = Callable[[Iterable[CheckResult], TextIO, "Options", "Tally"], None]
 

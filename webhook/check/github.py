@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
 from webhook.check.runner import UNJUDGED, CheckResult
-from webhook.engine.decision import Action
+from webhook.engine.model.decision import Action
 
 if TYPE_CHECKING:
     from webhook.check.formats import Options, Tally

@@ -16,10 +16,10 @@ from webhook.check.inputs import ReadError, Source
 from webhook.check.old import OldObjects
 from webhook.engine import Decision, evaluate
 from webhook.engine.claim_object import is_claim_object
-from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
-from webhook.engine.decision import Action
-from webhook.engine.requester import Requester
-from webhook.engine.workload import classify
+from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.model.decision import Action
+from webhook.engine.model.requester import Requester
+from webhook.engine.model.workload import classify
 from webhook.policy.compiled import Policy
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.check.runner import CheckResult
-from webhook.engine.decision import WasteReport
+from webhook.engine.model.decision import WasteReport
 from webhook.policy.dra import memory_quantity
 from webhook.quantity import format_bytes
 

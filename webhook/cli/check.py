@@ -17,7 +17,7 @@ from webhook.check.progress import Progress
 from webhook.check.runner import Namespaces, check_sources
 from webhook.cli.policy_dir import HELP as POLICY_HELP
 from webhook.cli.policy_dir import default_policy_dir
-from webhook.engine.requester import Requester
+from webhook.engine.model.requester import Requester
 from webhook.namespace_labels import read_namespace_file
 from webhook.policy import PolicyError, load_policy
 from webhook.pool import usable_cores, workers_option

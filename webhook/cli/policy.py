@@ -241,7 +241,7 @@ def run_init(args: argparse.Namespace) -> int:
 
 def run_lint(args: argparse.Namespace) -> int:
     from webhook.check.github import annotation, inert_group
-    from webhook.policy.lint import lint_path
+    from webhook.lint.checks import lint_path
 
     nodes: tuple[Any, ...] = ()
     if args.context:

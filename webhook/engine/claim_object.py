@@ -1,6 +1,6 @@
 """ResourceClaims and ResourceClaimTemplates judged on their own, at their CREATE and UPDATE.
 
-A pod's claims are judged with the pod (``webhook.engine.claims``), but some of what a claim says must
+A pod's claims are judged with the pod (``webhook.engine.model.claims``), but some of what a claim says must
 be judged where it is written, by whom it is written:
 
 - the scheduler's extended-resource-claim marker (KEP-5004) tells quota the claim was already counted
@@ -10,19 +10,19 @@ be judged where it is written, by whom it is written:
 - device-taint tolerations (KEP-5055) and capacity requests (KEP-5075) of the requests that may
   allocate GPUs: the same rules as for pods, so a template is stopped before any pod names it.
 
-The object is normalised first (:class:`~webhook.engine.context.ClaimObject`, through the same
-:class:`~webhook.engine.claims.ClaimResolver` pods use), then every rule that judges claim objects runs.
+The object is normalised first (:class:`~webhook.engine.model.context.ClaimObject`, through the same
+:class:`~webhook.engine.model.claims.ClaimResolver` pods use), then every rule that judges claim objects runs.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine.claims import ClaimResolver
-from webhook.engine.cluster import Cluster
-from webhook.engine.context import ClaimContext, ClaimObject
-from webhook.engine.decision import Action, Decision, Violation
-from webhook.engine.requester import Requester
+from webhook.engine.model.claims import ClaimResolver
+from webhook.engine.model.cluster import Cluster
+from webhook.engine.model.context import ClaimContext, ClaimObject
+from webhook.engine.model.decision import Action, Decision, Violation
+from webhook.engine.model.requester import Requester
 from webhook.engine.rules import RULES, effective_action
 from webhook.engine.rules.registry import CLAIM
 from webhook.policy.compiled import Policy

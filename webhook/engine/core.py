@@ -23,27 +23,28 @@ from __future__ import annotations
 from datetime import date
 from typing import Any
 
-from webhook.engine import claim_object, mutations, node_truth, reach, unknown_namespace
-from webhook.engine import exceptions as excepting
-from webhook.engine.claims import ClaimResolver
-from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
-from webhook.engine.context import Context, Finding, TemplateState
+from webhook.engine import claim_object, mutations, unknown_namespace
 from webhook.engine.deadline import check as past_deadline
-from webhook.engine.decision import Action, Decision, Placement, Violation, WasteReport
-from webhook.engine.device_reach import exposed_pools, has_trigger, may_reach_a_pool
-from webhook.engine.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.intent_keys import unknown_keys
-from webhook.engine.mutations import gang as gang_step
+from webhook.engine.model import exceptions as excepting
+from webhook.engine.model import gang as gang_model
+from webhook.engine.model import node_truth, reach
+from webhook.engine.model.claims import ClaimResolver
+from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.decision import Action, Decision, Placement, Violation, WasteReport
+from webhook.engine.model.device_reach import exposed_pools, has_trigger, may_reach_a_pool
+from webhook.engine.model.devices import MIG, SHARED, WHOLE, inspect_pod
+from webhook.engine.model.intent import OPT_OUT, Intent, read_class, read_intent
+from webhook.engine.model.pool_stack import families_on
+from webhook.engine.model.requester import Requester
+from webhook.engine.model.resolution import Failure, Resolution, resolve
+from webhook.engine.model.workload import Template, classify, dotted, kind_name, projected, templates
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.pool_stack import families_on
-from webhook.engine.requester import Requester
-from webhook.engine.resolve import Failure, Resolution, resolve
-from webhook.engine.resources import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.rules import RULES, effective_action
 from webhook.engine.rules.registry import POD
 from webhook.engine.rules.registry import facts as rule_facts
 from webhook.engine.shape import shape_errors
-from webhook.engine.workload import Template, classify, dotted, kind_name, projected, templates
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind
 from webhook.policy.model import Isolation
@@ -97,7 +98,7 @@ def evaluate(
     ``kubernetes.io/metadata.name`` label is assumed so name-based selectors still work.
 
     ``cluster`` is what the edges know of other objects (claim templates, device classes, nodes): see
-    :class:`webhook.engine.cluster.Cluster`. The engine only reads it.
+    :class:`webhook.engine.model.cluster.Cluster`. The engine only reads it.
 
     ``deadline`` (a ``time.monotonic()`` value) makes evaluation raise
     :class:`~webhook.engine.deadline.DeadlineExceeded` between steps once it has passed; the server
@@ -107,7 +108,7 @@ def evaluate(
     about who may write something (the scheduler's claim marker) read it.
 
     ``requester`` (the review's ``userInfo``, ``check --as``), ``today`` (the UTC date) and ``grant_keys``
-    (the webhook's HMAC keys) decide which policy exceptions hold (:mod:`webhook.engine.exceptions`).
+    (the webhook's HMAC keys) decide which policy exceptions hold (:mod:`webhook.engine.model.exceptions`).
     Without a date no exception applies; without keys no grant is written or honoured. With keys and
     ``validate=False`` (``/mutate``) the patch also writes or removes the grants of pod templates, at
     CREATE and UPDATE, for every kind with templates but Pods.
@@ -223,7 +224,7 @@ def evaluate(
     for state in states:  # where privileged-gpu is off (the GPU operator's agents), no device env either
         state.device_env = effective_action(policy, "privileged-gpu", labels, state.class_name) is not Action.OFF
     past_deadline(deadline, "resolution")
-    ctx.gang = None if device_only else gang_step.derive(ctx)
+    ctx.gang = None if device_only else gang_model.derive(ctx)
     if trace is not None and ctx.gang is not None:
         g = ctx.gang
         trace.append(f"gang: backend {g.backend.value}, {g.size} pod(s)" + (f", name {g.name}" if g.name else ""))

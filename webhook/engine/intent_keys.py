@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from difflib import get_close_matches
 from typing import Any
 
-from webhook.engine.context import Finding, TemplateState
-from webhook.engine.grants import GRANT_NAME
-from webhook.engine.workload import dotted
+from webhook.engine.model.context import Finding, TemplateState
+from webhook.engine.model.grants import GRANT_NAME
+from webhook.engine.model.workload import dotted
 from webhook.policy.compiled import Policy
 
 RULE = "intent-unknown-key"

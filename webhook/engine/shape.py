@@ -19,7 +19,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
 
-from webhook.engine.workload import dotted
+from webhook.engine.model.workload import dotted
 from webhook.policy.kinds import CompiledKind, GangValue, Wild
 
 STR_MAP = "map of strings"

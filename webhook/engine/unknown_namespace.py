@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine.context import TemplateState
-from webhook.engine.decision import Action, Decision, Violation
+from webhook.engine.model.context import TemplateState
+from webhook.engine.model.decision import Action, Decision, Violation
 from webhook.engine.rules import RULES
 from webhook.policy.compiled import Policy
 

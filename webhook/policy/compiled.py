@@ -106,7 +106,7 @@ class CompiledPool:
     rdma_shm: int | None
     taints: tuple[tuple[str, str | None, str | None], ...] = ()
     """(key, value, effect) of the taints every node carries; ``None`` is "any" (derived from an ``Exists``
-    toleration or one without effect). Read by the reachability model (``webhook.engine.reach``)."""
+    toleration or one without effect). Read by the reachability model (``webhook.engine.model.reach``)."""
     offers: frozenset[str] = frozenset()
     """GPU and RDMA extended resources the pool's nodes advertise (its stack, MIG profiles, RDMA, ``offers``)."""
     dra_classes: frozenset[str] | None = frozenset()

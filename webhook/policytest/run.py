@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from webhook.engine import Decision, evaluate
-from webhook.engine.decision import Action
+from webhook.engine.model.decision import Action
 from webhook.policy import Policy, PolicyError, load_policy
 from webhook.policytest import match
 from webhook.policytest.load import LoadedCase, LoadedSuite

@@ -35,7 +35,7 @@ def exception_notes(policy: Policy) -> str:
     also intercepts the controller kinds at CREATE and UPDATE (it writes the grants their pods carry)."""
     if not policy.spec.exceptions:
         return ""
-    from webhook.policy.lint import describe
+    from webhook.lint.checks import describe
 
     lines = [
         "# Policy exceptions (docs/policy.md, Exceptions): judged by the webhook alone, at admission, by the",

@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from webhook.engine.device_reach import DEVICE_ROOTS
+from webhook.engine.model.device_reach import DEVICE_ROOTS
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind, Wild
 from webhook.render.core import K8sObject, RenderOptions
@@ -286,7 +286,7 @@ def _gpu_resource_in_template(policy: Policy) -> str | None:
 def _fraction_in_template(policy: Policy) -> str | None:
     """A GPU-fraction annotation a scheduler the policy knows reads (``settings.gpuFractionAnnotations``,
     KAI's ``gpu-fraction`` and ``gpu-memory``) with a value: a share of one GPU with no resource name,
-    a GPU pod to the engine (``webhook.engine.resources.inspect_pod``)."""
+    a GPU pod to the engine (``webhook.engine.model.devices.inspect_pod``)."""
     keys = policy.fraction_keys
     if not keys:
         return None
@@ -314,7 +314,7 @@ def _dra_in_template(policy: Policy) -> str:
 
 
 _DEV_PATH = (
-    # a superset of the host paths that normalise to /dev, /proc or /sys (webhook.engine.device_reach.
+    # a superset of the host paths that normalise to /dev, /proc or /sys (webhook.engine.model.device_reach.
     # DEVICE_ROOTS), under them or to /: without "..", normalising only drops "." segments and repeated
     # or trailing slashes, so such a path is "/" and "." up to one of those names or the end
     "(p.contains('..') || p.matches('^[/.]*(("
@@ -325,12 +325,12 @@ _CAPABILITY = r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
 
 
 def _tolerates_taint(key: str, value: str | None, effect: str | None) -> str:
-    """Toleration ``x`` may tolerate the taint, as ``webhook.engine.reach.tolerates`` reads it (a ``None``
+    """Toleration ``x`` may tolerate the taint, as ``webhook.engine.model.reach.tolerates`` reads it (a ``None``
     value or effect is one the policy leaves open: anything matches it). ``Gt``/``Lt`` (Kubernetes 1.35)
     compare the values as integers: any such toleration counts where the taint's value is open or an
     integer (a superset: CEL's ``int()`` errors on what the apiserver would reject, and the engine
     compares), none where it is fixed and not an integer."""
-    from webhook.engine.reach import int64
+    from webhook.engine.model.reach import int64
 
     effect_ok = "" if effect is None else f"(!has(x.effect) || x.effect == '' || x.effect == {cel_string(effect)}) && "
     value_ok = "true" if value is None else f"(has(x.value) ? x.value : '') == {cel_string(value)}"
@@ -347,7 +347,7 @@ def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None) -> st
     None): it sets ``spec.nodeName`` (the kubelet admits it past ``NoSchedule`` taints, no scheduler
     asked) or tolerates every filtering taint of such a pool; "true" when such a pool has no taint, None
     when there is no such pool."""
-    from webhook.engine.reach import FILTERING
+    from webhook.engine.model.reach import FILTERING
 
     pools = []
     for name, pool in policy.pools.items():
@@ -369,7 +369,7 @@ def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None) -> st
 
 def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
     """... one of the pools ``privileged-gpu`` guards for CPU-only pods (shared or sliced cards)."""
-    from webhook.engine.device_reach import exposed_pools
+    from webhook.engine.model.device_reach import exposed_pools
 
     return _tolerates_a_pool(policy, exposed_pools(policy))
 

@@ -37,8 +37,8 @@ from typing import Any
 
 from webhook.actions import ENGINE_ERROR
 from webhook.engine import DeadlineExceeded, Decision, evaluate
-from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
-from webhook.engine.grants import GrantKeys
+from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.model.grants import GrantKeys
 from webhook.engine.scale import SCALE_SUBRESOURCE
 from webhook.server import metrics
 from webhook.server.logs import log_decision, server_log

@@ -8,7 +8,7 @@ the API; so each worker keeps these objects the way it keeps namespace labels
 (:class:`~webhook.server.namespace_watch.NamespaceWatchCache`: list, watch from the list's
 resourceVersion, resume after a dropped watch, re-list only on 410 Gone). The loop is that class's;
 only what is listed and what is kept differ. The engine gets them as one
-:class:`~webhook.engine.cluster.Cluster` view per review, marked ``complete`` once every cache has
+:class:`~webhook.engine.model.cluster.Cluster` view per review, marked ``complete`` once every cache has
 synced (then a template that is not there does not exist).
 
 A cluster that does not serve ``resource.k8s.io/v1`` (before 1.34) answers the list with 404: that is
@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from webhook.engine.cluster import Cluster
+from webhook.engine.model.cluster import Cluster
 from webhook.server.logs import server_log
 from webhook.server.namespace_watch import NamespaceWatchCache
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from webhook.engine.grants import GrantKeys
+from webhook.engine.model.grants import GrantKeys
 
 MIN_KEY_BYTES = 16
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
-from webhook.engine.workload import classify
+from webhook.engine.model.workload import classify
 from webhook.policy.kinds import builtin_table
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"

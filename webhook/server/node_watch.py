@@ -7,7 +7,7 @@ its image list too: hundreds of KiB on a busy node), and derives from them, once
 policy:
 
 - per pool, the MIG resources some node of it advertises: the engine's ``Cluster.pool_mig``, so that a
-  pod is translated to a profile its pool's nodes have (``webhook.engine.node_truth``) and a hand-written
+  pod is translated to a profile its pool's nodes have (``webhook.engine.model.node_truth``) and a hand-written
   one they lack is ``mig-profile-unavailable`` (every Node is not handed to every review: that would make
   each review's cost grow with the cluster);
 - per pool, the nodes that disagree with its geometry: the gauge

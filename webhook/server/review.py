@@ -19,7 +19,7 @@ from typing import Any
 
 import orjson
 
-from webhook.engine.requester import Requester
+from webhook.engine.model.requester import Requester
 
 API_VERSION = "admission.k8s.io/v1"
 KIND = "AdmissionReview"

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.engine.grants import GrantKeys
+from webhook.engine.model.grants import GrantKeys
 from webhook.server import metrics
 from webhook.server.admission import Admitter
 from webhook.server.logs import server_log
@@ -55,7 +55,7 @@ class Runtime:
             return base
         from dataclasses import replace
 
-        from webhook.engine.cluster import EMPTY_CLUSTER
+        from webhook.engine.model.cluster import EMPTY_CLUSTER
 
         nodes, store = self.nodes, self.store
 

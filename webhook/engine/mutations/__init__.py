@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from webhook.engine.context import Context, TemplateState
+from webhook.engine.model.context import Context, TemplateState
 from webhook.engine.mutations import device_env, dra, gang, pool, projection, rdma, resources, scheduling, topology
 from webhook.engine.patch import PatchBuilder
 

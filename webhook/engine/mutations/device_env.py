@@ -6,7 +6,7 @@ tolerates a GPU pool's taints, a GPU-less sidecar or an init container in a MIG 
 GPU of its node, and the pod spec shows nothing. HAMi's webhook writes the same value for the same
 reason. A pod-spec ``env`` entry wins over the image's, so writing ``void`` closes it; the device
 plugin's ``Allocate`` answer sets the variable for the containers it gives devices, which are left
-alone (``webhook.engine.device_reach.container_granted``).
+alone (``webhook.engine.model.device_reach.container_granted``).
 
 Runs for every pod template the webhook mutates (class pods, raw requests, CPU-only pods), after the
 steps that write GPU resources, so the class's GPU container counts as granted. A user's own entry is
@@ -18,8 +18,8 @@ has the entry is never given another.
 
 from __future__ import annotations
 
-from webhook.engine.context import Context, TemplateState
-from webhook.engine.device_reach import VISIBLE_DEVICES, VOID, without_visible_devices
+from webhook.engine.model.context import Context, TemplateState
+from webhook.engine.model.device_reach import VISIBLE_DEVICES, VOID, without_visible_devices
 from webhook.engine.patch import PatchBuilder
 
 

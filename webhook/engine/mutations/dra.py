@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from webhook.engine.context import Context, Finding, TemplateState
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.devices import RDMA, family
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.resources import RDMA, family
 
 
 def _conflict(ctx: Context, state: TemplateState) -> tuple[int, dict[str, Any]] | None:

@@ -19,34 +19,12 @@ then denies whatever reach they keep).
 
 from __future__ import annotations
 
-from webhook.engine import reach
-from webhook.engine.context import Context, TemplateState
+from webhook.engine.model import reach
+from webhook.engine.model.context import Context, TemplateState
+from webhook.engine.model.reach import normal_toleration, toleration_forms
+from webhook.engine.model.workload import Kind
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.workload import Kind
-from webhook.policy.compiled import CompiledPool, Policy
-
-_TOLERATION_KEYS = ("key", "operator", "value", "effect")
-
-
-def _normal(toleration: object) -> tuple:
-    """Comparable form of a toleration (operator defaults to Equal); non-scalar values never match."""
-    if not isinstance(toleration, dict):
-        return ()
-    values = (
-        toleration.get("key"),
-        toleration.get("operator") or "Equal",
-        toleration.get("value"),
-        toleration.get("effect"),
-    )
-    for v in values:
-        if v is not None and type(v) is not str:
-            return tuple(v if isinstance(v, str | None) else repr(v) for v in values)
-    return values
-
-
-def toleration_forms(policy: Policy, pool: CompiledPool) -> tuple[tuple, ...]:
-    """The normal forms of a pool's tolerations, in order; computed once per policy, not per review."""
-    return policy.recall(("forms", pool.name), lambda: tuple(_normal(t) for t in pool.tolerations))
+from webhook.policy.compiled import CompiledPool
 
 
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
@@ -67,7 +45,7 @@ def _merge(
             patch.set((*spec, "nodeSelector", key), value)
     if pool.tolerations:
         existing = patch.get((*spec, "tolerations"))
-        have = {_normal(t) for t in existing} if isinstance(existing, list) else set()
+        have = {normal_toleration(t) for t in existing} if isinstance(existing, list) else set()
         missing = []
         for toleration, form in zip(pool.tolerations, toleration_forms(ctx.policy, pool), strict=True):
             if form not in have:

@@ -5,7 +5,7 @@ A TrainJob has no pod template of its own. Its runtime (a JobSet template the pl
 stamped out with the TrainJob's ``spec.trainer`` (``resourcesPerNode``, ``env``) and with every
 entry of ``spec.runtimePatches``, each owned by one ``manager`` and limited to labels, annotations
 and a few pod-spec fields (nodeSelector, affinity, tolerations, volumes, schedulingGates, security
-contexts, container env/volumeMounts/securityContext). ``webhook.engine.workload.projected`` reads
+contexts, container env/volumeMounts/securityContext). ``webhook.engine.model.workload.projected`` reads
 that template; this step runs the ordinary template steps on a scratch copy of it and writes:
 
 - the container's resources into ``spec.trainer.resourcesPerNode`` key by key, and env entries it
@@ -24,9 +24,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from webhook.engine.context import Context, Finding, TemplateState
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.workload import PATCH_CONTAINER_FIELDS, PATCH_SPEC_FIELDS, Template
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.workload import PATCH_CONTAINER_FIELDS, PATCH_SPEC_FIELDS, Template
 
 LEFT_TO_RUNTIME = frozenset({"schedulerName", "priorityClassName", "priority"})
 """Pod-spec fields a TrainJob cannot set; its runtime's template and podGroupPolicy do."""

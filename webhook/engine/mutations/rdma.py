@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from webhook.engine.context import Context, Finding, TemplateState
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.workload import dotted
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.workload import dotted
 
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 SHM_PATH = "/dev/shm"

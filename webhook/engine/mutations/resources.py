@@ -7,9 +7,9 @@ that the chosen backend does not use are removed from both maps (the intent repl
 
 from __future__ import annotations
 
-from webhook.engine.context import Context, TemplateState
+from webhook.engine.model.context import Context, TemplateState
+from webhook.engine.model.devices import RDMA, family
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.resources import RDMA, family
 from webhook.quantity import QuantityError, parse_quantity
 
 

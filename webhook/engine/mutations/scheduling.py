@@ -8,21 +8,9 @@ the pod because the integer no longer matches the class.
 
 from __future__ import annotations
 
-from webhook.engine.context import Context, TemplateState
+from webhook.engine.model.context import Context, TemplateState
+from webhook.engine.model.scheduling import set_scheduler
 from webhook.engine.patch import PatchBuilder
-
-DEFAULT_SCHEDULER = "default-scheduler"
-
-
-def unset_scheduler(value: object) -> bool:
-    return value in (None, "", DEFAULT_SCHEDULER)
-
-
-def set_scheduler(patch: PatchBuilder, spec_path: tuple, name: str) -> bool:
-    path = (*spec_path, "schedulerName")
-    if unset_scheduler(patch.get(path)):
-        return patch.set(path, name, overwrite=True)
-    return False
 
 
 def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:

@@ -8,17 +8,15 @@ Job's ``networkTopology`` (tier = the level's rank among the pool's non-node lev
 
 from __future__ import annotations
 
-from webhook.engine.context import Context, TemplateState
-from webhook.engine.intent import Topology
+from webhook.engine.model.context import Context, TemplateState
+from webhook.engine.model.gang import KUEUE_PREFERRED, KUEUE_REQUIRED, KUEUE_TAS
+from webhook.engine.model.intent import Topology
 from webhook.engine.patch import PatchBuilder
 from webhook.policy.compiled import Policy
 from webhook.policy.model import TOPOLOGY_ORDER, GangBackend, TopologyLevel
 
 PREFERRED = "preferredDuringSchedulingIgnoredDuringExecution"
 REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
-KUEUE_PREFERRED = "kueue.x-k8s.io/podset-preferred-topology"
-KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
-KUEUE_TAS = (KUEUE_PREFERRED, KUEUE_REQUIRED, "kueue.x-k8s.io/podset-unconstrained-topology")
 
 
 def _used_keys(patch: PatchBuilder, affinity_path: tuple) -> set[str]:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fractions import Fraction
 
-from webhook.engine.claims import CapacityAsk, ClaimRequest
-from webhook.engine.context import ClaimContext, Context, Finding
-from webhook.engine.decision import Action
+from webhook.engine.model.claims import CapacityAsk, ClaimRequest
+from webhook.engine.model.context import ClaimContext, Context, Finding
+from webhook.engine.model.decision import Action
 from webhook.engine.rules.registry import CLAIM, POD, rule
 from webhook.quantity import format_bytes
 
@@ -48,7 +48,7 @@ def claim_capacity_unsatisfiable(ctx: Context | ClaimContext) -> Iterable[Findin
     """Judged only against devices the cluster view knows (ResourceSlices from the watch or ``--context``):
     without them nothing is known, and nothing is denied. The API rounds a request below the minimum or
     between steps *up*; that is what the counts, memory rules and waste report use (see
-    :class:`~webhook.engine.claims.CapacityAsk`); ``--explain`` says so."""
+    :class:`~webhook.engine.model.claims.CapacityAsk`); ``--explain`` says so."""
     if isinstance(ctx, ClaimContext):
         for request in ctx.claim.requests:
             for ask in request.capacity:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.claims import EXTENDED_RESOURCE_CLAIM
-from webhook.engine.context import ClaimContext, Finding
-from webhook.engine.decision import Action
-from webhook.engine.requester import SCHEDULER
+from webhook.engine.model.claims import EXTENDED_RESOURCE_CLAIM
+from webhook.engine.model.context import ClaimContext, Finding
+from webhook.engine.model.decision import Action
+from webhook.engine.model.requester import SCHEDULER
 from webhook.engine.rules.registry import CLAIM, rule
 
 

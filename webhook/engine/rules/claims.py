@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.context import Context, Finding, TemplateState
-from webhook.engine.decision import Action
-from webhook.engine.resources import MIG, UNRESOLVED
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.decision import Action
+from webhook.engine.model.devices import MIG, UNRESOLVED
 from webhook.engine.rules.registry import rule
 from webhook.policy.compiled import CompiledPool
 

@@ -16,10 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.engine.context import Context, Finding, TemplateState
-from webhook.engine.decision import Action
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.decision import Action
+from webhook.engine.model.workload import gangs
 from webhook.engine.rules.registry import rule
-from webhook.engine.workload import gangs
 from webhook.policy.compiled import CompiledPool
 
 

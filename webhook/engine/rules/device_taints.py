@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.context import ClaimContext, Context, Finding
-from webhook.engine.decision import Action
-from webhook.engine.device_taints import refusal
+from webhook.engine.model.context import ClaimContext, Context, Finding
+from webhook.engine.model.decision import Action
+from webhook.engine.model.device_taints import refusal
 from webhook.engine.rules.registry import CLAIM, POD, rule
 
 
@@ -18,7 +18,7 @@ from webhook.engine.rules.registry import CLAIM, POD, rule
     subjects=(POD, CLAIM),
 )
 def device_taint_tolerated(ctx: Context | ClaimContext) -> Iterable[Finding]:
-    """Judged like node tolerations (``webhook.engine.device_taints``), where the claim is written and on
+    """Judged like node tolerations (``webhook.engine.model.device_taints``), where the claim is written and on
     every pod that names it (a template may predate the policy)."""
     known = ctx.policy.device_taints
     if isinstance(ctx, ClaimContext):

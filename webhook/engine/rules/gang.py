@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.context import Context, Finding, TemplateState
-from webhook.engine.decision import Action
-from webhook.engine.mutations.gang import (
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.decision import Action
+from webhook.engine.model.gang import (
     COSCHEDULING_GROUP,
     KUEUE_GROUP,
     KUEUE_MIN_PARALLELISM,
@@ -21,9 +21,8 @@ from webhook.engine.mutations.gang import (
     targets,
     value_for,
 )
-from webhook.engine.mutations.scheduling import unset_scheduler
-from webhook.engine.rules.resources import judged_pool
-from webhook.engine.volcano_fields import (
+from webhook.engine.model.scheduling import unset_scheduler
+from webhook.engine.model.tasks import (
     default_min_available,
     depends_on,
     first_wave,
@@ -31,7 +30,8 @@ from webhook.engine.volcano_fields import (
     task_replicas,
     tasks_of,
 )
-from webhook.engine.workload import Kind, dotted
+from webhook.engine.model.workload import Kind, dotted
+from webhook.engine.rules.resources import judged_pool
 from webhook.policy.kinds import CompiledKey, GangValue
 from webhook.policy.model import GangBackend
 

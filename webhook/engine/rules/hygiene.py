@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.context import Context, Finding, TemplateState
-from webhook.engine.decision import Action
-from webhook.engine.device_reach import (
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.decision import Action
+from webhook.engine.model.device_reach import (
     ADMIN_FIX,
     VISIBLE_DEVICES,
     VOID,
@@ -16,7 +16,7 @@ from webhook.engine.device_reach import (
     visible_devices_trigger,
     without_visible_devices,
 )
-from webhook.engine.pool_stack import cards_shared, cards_sliced
+from webhook.engine.model.pool_stack import cards_shared, cards_sliced
 from webhook.engine.rules.registry import rule
 from webhook.engine.rules.resources import judged_pool
 from webhook.policy.model import QoS

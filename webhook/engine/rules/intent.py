@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.context import Context, Finding
-from webhook.engine.decision import Action
+from webhook.engine.model.context import Context, Finding
+from webhook.engine.model.decision import Action
 from webhook.engine.rules.registry import resolution_findings, rule
 
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine import reach
-from webhook.engine.context import Context, Finding, TemplateState
-from webhook.engine.decision import Action
-from webhook.engine.mutations.pool import _normal, toleration_forms
+from webhook.engine.model import reach
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.decision import Action
+from webhook.engine.model.reach import normal_toleration, toleration_forms
 from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.policy.compiled import CompiledPool, Policy
 from webhook.quantity import QuantityError, parse_quantity
@@ -115,7 +115,7 @@ def _targeting(ctx: Context, state: TemplateState, entitled: frozenset[str]) -> 
     for i, toleration in enumerate(tolerations):
         if toleration in own:  # the resolved pool's own (entitled) toleration, as our mutation wrote it
             continue
-        carriers = _carriers(policy, _normal(toleration))
+        carriers = _carriers(policy, normal_toleration(toleration))
         if carriers and not any(n in entitled for n in carriers):
             yield (
                 Finding(
@@ -149,11 +149,11 @@ def _reach_finding(ctx: Context, state: TemplateState, pool: CompiledPool, entit
     own = set()
     for p in (state.resolution.pool if state.resolution else None, _pinned(ctx, state)):
         if p is not None:
-            own.update(_normal(t) for t in p.tolerations)
+            own.update(normal_toleration(t) for t in p.tolerations)
     tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
     for i, t in enumerate(tolerations):
         form = reach.toleration(t)
-        if form is None or _normal(t) in own:
+        if form is None or normal_toleration(t) in own:
             continue
         if any(reach.tolerates(form, *taint) for taint in pool.taints):
             path = path or view.dotted("spec", "tolerations", i)
@@ -242,7 +242,7 @@ def placement_missing(ctx: Context) -> Iterable[Finding]:
         tols = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
         absent: list = []
         if not all(t in tols for t in pool.tolerations):  # usual: each exactly as our mutation wrote it
-            forms = {_normal(t) for t in tols}
+            forms = {normal_toleration(t) for t in tols}
             absent = [
                 t
                 for t, form in zip(pool.tolerations, toleration_forms(ctx.policy, pool), strict=True)

@@ -11,8 +11,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from webhook.engine.context import ClaimContext, Context, Finding
-from webhook.engine.decision import Action
+from webhook.engine.model.context import ClaimContext, Context, Finding
+from webhook.engine.model.decision import Action
 from webhook.policy.compiled import Policy
 
 Check = Callable[[Any], Iterable[Finding]]

@@ -5,11 +5,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fractions import Fraction
 
-from webhook.engine.context import Context, Finding, TemplateState
-from webhook.engine.decision import Action
-from webhook.engine.node_truth import advertised
-from webhook.engine.pool_stack import families_on
-from webhook.engine.resources import (
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.decision import Action
+from webhook.engine.model.devices import (
     HAMI,
     MIG,
     RDMA,
@@ -22,6 +20,8 @@ from webhook.engine.resources import (
     family,
     plain_count,
 )
+from webhook.engine.model.node_truth import advertised
+from webhook.engine.model.pool_stack import families_on
 from webhook.engine.rules.claims import claim_profiles
 from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.policy import sizes
@@ -413,7 +413,7 @@ def _mig_memory(policy: Policy) -> dict[str, int]:
 def _pod_memory(ctx: Context, state: TemplateState, limit: Fraction) -> Iterable[Finding]:
     """GPU memory of the whole pod against the class maximum: the GPU container's ``gpu-memory`` plus
     what every other container's devices hold (MIG profiles, each vendor's shared-memory unit, whole
-    cards), added up as Kubernetes accounts a pod (:func:`webhook.engine.resources.effective`)."""
+    cards), added up as Kubernetes accounts a pod (:func:`webhook.engine.model.devices.effective`)."""
     res = state.resolution
     assert res is not None
     pod = state.judged

@@ -28,11 +28,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from webhook.engine.context import Context, Finding, TemplateState
-from webhook.engine.decision import Action
-from webhook.engine.mutations.scheduling import DEFAULT_SCHEDULER, unset_scheduler
+from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.decision import Action
+from webhook.engine.model.scheduling import DEFAULT_SCHEDULER, unset_scheduler
+from webhook.engine.model.workload import dotted
 from webhook.engine.rules.registry import rule
-from webhook.engine.workload import dotted
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind, GangValue, Wild
 from webhook.policy.model import Entitlement, GangBackend, SharingProvider, WorkloadClass

@@ -5,11 +5,11 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from webhook.engine.context import Context, Finding
-from webhook.engine.decision import Action
+from webhook.engine.model.context import Context, Finding
+from webhook.engine.model.decision import Action
+from webhook.engine.model.tasks import KNOWN_MIXUPS, unknown_fields
+from webhook.engine.model.workload import dotted
 from webhook.engine.rules.registry import resolution_findings, rule
-from webhook.engine.volcano_fields import KNOWN_MIXUPS, unknown_fields
-from webhook.engine.workload import dotted
 
 
 @rule(

@@ -13,13 +13,21 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from webhook.engine.context import Context, Finding
-from webhook.engine.decision import Action
-from webhook.engine.mutations.gang import KUEUE_GROUP, KUEUE_MIN_PARALLELISM, KUEUE_QUEUE, KUEUE_TOTAL, job_paths
-from webhook.engine.mutations.topology import KUEUE_PREFERRED, KUEUE_REQUIRED, KUEUE_TAS
+from webhook.engine.model.context import Context, Finding
+from webhook.engine.model.decision import Action
+from webhook.engine.model.gang import (
+    KUEUE_GROUP,
+    KUEUE_MIN_PARALLELISM,
+    KUEUE_PREFERRED,
+    KUEUE_QUEUE,
+    KUEUE_REQUIRED,
+    KUEUE_TAS,
+    KUEUE_TOTAL,
+    job_paths,
+)
+from webhook.engine.model.tasks import depends_on, task_name, tasks_of
+from webhook.engine.model.workload import Kind, dotted
 from webhook.engine.rules.registry import rule
-from webhook.engine.volcano_fields import depends_on, task_name, tasks_of
-from webhook.engine.workload import Kind, dotted
 
 RULE = "workload-invalid"
 

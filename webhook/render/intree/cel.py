@@ -223,7 +223,7 @@ RESOLUTION_RULES = (
     "mig-profile-unavailable",
     "pool-spoofing",
 )
-"""Rules a failed resolution (class -> pool) reports under (``webhook.engine.resolve``; a test keeps
+"""Rules a failed resolution (class -> pool) reports under (``webhook.engine.model.resolution``; a test keeps
 this list complete). A check that needs the resolution to have succeeded holds only where every one
 of them denies: a resolution that failed then denies too."""
 

@@ -16,7 +16,7 @@ template is judged by the engine after its mutation rewrote the resources).
 
 from __future__ import annotations
 
-from webhook.engine.device_reach import HARMLESS, TOOLKIT_ENV
+from webhook.engine.model.device_reach import HARMLESS, TOOLKIT_ENV
 from webhook.policy.compiled import Policy
 from webhook.render.intree.cel import ALL_CONTAINERS, cel_list, class_of, containers, resolution_denies
 from webhook.render.intree.checks import check

@@ -23,8 +23,8 @@ template's class once that class resolves, so the wider set can only deny less.
 
 from __future__ import annotations
 
-from webhook.engine.mutations.pool import _normal
-from webhook.engine.reach import FILTERING
+from webhook.engine.model.reach import FILTERING
+from webhook.engine.model.reach import normal_toleration as _normal
 from webhook.policy.compiled import CompiledPool, Policy
 from webhook.render.intree.cel import cel_list, class_of, containers
 from webhook.render.intree.checks import check

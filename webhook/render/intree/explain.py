@@ -150,7 +150,7 @@ def exceptions(policy: Policy) -> str:
     exceptions)."""
     if not policy.spec.exceptions:
         return "exceptions: none\n"
-    from webhook.policy.lint import describe
+    from webhook.lint.checks import describe
 
     rendered = {r.rule for r in rows(policy) if r.status == PARTLY}
     out = [f"exceptions ({len(policy.spec.exceptions)}; {NOT_HONOURED}):"]

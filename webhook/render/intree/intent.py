@@ -9,7 +9,7 @@ metadata as a fallback; the webhook judges that case alone).
 
 from __future__ import annotations
 
-from webhook.engine.intent import OPT_OUT
+from webhook.engine.model.intent import OPT_OUT
 from webhook.policy.compiled import Policy
 from webhook.policy.model import Isolation, TopologyLevel
 from webhook.render.intree.cel import cel_list, class_of

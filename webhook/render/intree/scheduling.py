@@ -10,7 +10,7 @@ policy names nowhere.
 
 from __future__ import annotations
 
-from webhook.engine.mutations.scheduling import DEFAULT_SCHEDULER
+from webhook.engine.model.scheduling import DEFAULT_SCHEDULER
 from webhook.engine.rules.scheduling import SYSTEM_CRITICAL, _for_class, _gang_scheduler
 from webhook.policy.compiled import Policy
 from webhook.render.intree.cel import cel_list, class_of

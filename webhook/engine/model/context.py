@@ -5,16 +5,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from webhook.engine import reach
-from webhook.engine.claims import EXTENDED_RESOURCE_CLAIM, ClaimRequest, ClaimResolver
-from webhook.engine.cluster import EMPTY_CLUSTER, Cluster
-from webhook.engine.exceptions import NONE as NO_EXCEPTIONS
-from webhook.engine.exceptions import Holding
-from webhook.engine.intent import Intent
-from webhook.engine.requester import Requester
-from webhook.engine.resolve import Failure, Resolution
-from webhook.engine.resources import PodResources, inspect_pod
-from webhook.engine.workload import Template
+from webhook.engine.model import reach
+from webhook.engine.model.claims import EXTENDED_RESOURCE_CLAIM, ClaimRequest, ClaimResolver
+from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.model.devices import PodResources, inspect_pod
+from webhook.engine.model.exceptions import NONE as NO_EXCEPTIONS
+from webhook.engine.model.exceptions import Holding
+from webhook.engine.model.intent import Intent
+from webhook.engine.model.requester import Requester
+from webhook.engine.model.resolution import Failure, Resolution
+from webhook.engine.model.workload import Template
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind
 from webhook.policy.model import Entitlement, GangBackend, WorkloadClass
@@ -40,7 +40,7 @@ class TemplateState:
     targeted_pools: tuple[str, ...] = ()  # pools the user's own nodeSelector selects
     after_tpl: Template | None = None  # the template in the mutated object (what rules judge)
     after: PodResources | None = None
-    claims: ClaimResolver | None = None  # resolves the template's DRA claims (webhook.engine.claims)
+    claims: ClaimResolver | None = None  # resolves the template's DRA claims (webhook.engine.model.claims)
     pinned: str | None = None  # the pool a raw request was (or, as received, would be) pinned to
     device_env: bool = True  # privileged-gpu is not off for this template: ungranted containers get void
     _resources: PodResources | None = None
@@ -128,7 +128,7 @@ class Context:
     mutated: dict[str, Any] | None = None
     cluster: Cluster = EMPTY_CLUSTER
     excepted: Holding = NO_EXCEPTIONS
-    """Rules a policy exception covers in this evaluation (:func:`webhook.engine.exceptions.holding`)."""
+    """Rules a policy exception covers in this evaluation (:func:`webhook.engine.model.exceptions.holding`)."""
     stored: bool = False
     """The rules judge the object as the apiserver will store it (``/validate`` of a CREATE we mutate):
     what our mutation should have set must already be there (``placement-missing``)."""
@@ -136,7 +136,7 @@ class Context:
     """Who sent the request (``request.userInfo``); None offline."""
 
     def reach(self, state: TemplateState) -> frozenset[str]:
-        """Pools the template as judged (``view``/``judged``) can be bound into: ``webhook.engine.reach``."""
+        """Pools the template as judged (``view``/``judged``) can be bound into: ``webhook.engine.model.reach``."""
         if state._reach is None:
             state._reach = reach.reachable(
                 self.policy, reach.placement(state.view.spec, state.judged), self.cluster.nodes
@@ -151,7 +151,7 @@ class Context:
             return state.resolution is not None
         if state.judged.has_gpu:
             return True
-        from webhook.engine.device_reach import may_reach_a_pool
+        from webhook.engine.model.device_reach import may_reach_a_pool
 
         return may_reach_a_pool(self.policy, state.view.spec) and bool(self.reach(state))
 

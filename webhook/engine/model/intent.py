@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from webhook.engine.workload import Template, dotted
+from webhook.engine.model.workload import Template, dotted
 from webhook.policy.compiled import Policy
 from webhook.policy.model import Isolation, TopologyLevel
 from webhook.quantity import QuantityError, parse_quantity

@@ -39,12 +39,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from webhook.engine.pool_stack import cards_sliced
+from webhook.engine.model.pool_stack import cards_sliced
 from webhook.policy.compiled import Policy
 
 if TYPE_CHECKING:
-    from webhook.engine.claims import ClaimRequest, PodClaim
-    from webhook.engine.resources import PodResources
+    from webhook.engine.model.claims import ClaimRequest, PodClaim
+    from webhook.engine.model.devices import PodResources
 
 TOOLKIT_ENV = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
 HARMLESS = frozenset({"none", "void"})
@@ -288,7 +288,7 @@ def may_reach_a_pool(policy: Policy, spec: Mapping[str, Any]) -> bool:
         return True
 
     def compute() -> bool:
-        from webhook.engine.reach import FILTERING
+        from webhook.engine.model.reach import FILTERING
 
         return any(not [t for t in p.taints if t[2] is None or t[2] in FILTERING] for p in policy.pools.values())
 

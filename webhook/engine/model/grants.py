@@ -3,7 +3,7 @@
 A grant is ``v1.<payload>.<signature>``: the payload (JSON, base64url) names the exception, the subject it
 was issued to, the namespace, the granted object's API group, kind and name, and a digest of the pod
 template's content; the signature is HMAC-SHA256 under a key only the webhook holds (``GrantKeys``,
-passed in as data). Why and where they are honoured: :mod:`webhook.engine.exceptions`.
+passed in as data). Why and where they are honoured: :mod:`webhook.engine.model.exceptions`.
 """
 
 from __future__ import annotations

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from webhook import yamlpos
+from webhook.lint.memory import CODES as MEMORY_CODES
+from webhook.lint.memory import warnings as memory_warnings
 from webhook.policy import sizes
 from webhook.policy.compiled import Policy
 from webhook.policy.dra import memory_quantity
-from webhook.policy.lint_memory import CODES as MEMORY_CODES
-from webhook.policy.lint_memory import warnings as memory_warnings
 from webhook.policy.loader import PolicyError, PolicyIssue, load_policy_texts, policy_files
 from webhook.policy.model import (
     API_VERSION,
@@ -457,7 +457,7 @@ def _workload_kinds(policy: Policy) -> Iterator[Warning_]:
             )
         if spec.sample is None:
             continue
-        from webhook.engine.workload import templates
+        from webhook.engine.model.workload import templates
 
         for t_index, tpl in enumerate(spec.templates):
             single = CompiledKind.build(spec.model_copy(update={"templates": (tpl,)}))

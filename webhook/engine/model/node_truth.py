@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from webhook.engine.cluster import Cluster
-from webhook.engine.resolve import Failure, Resolution
+from webhook.engine.model.cluster import Cluster
+from webhook.engine.model.resolution import Failure, Resolution
 from webhook.policy.compiled import CompiledPool
 from webhook.policy.dra import memory_quantity
 from webhook.policy.geometry import advertised_by_pool

@@ -10,7 +10,7 @@ import difflib
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from webhook.engine.intent import Intent
+from webhook.engine.model.intent import Intent
 from webhook.policy import sizes
 from webhook.policy.compiled import CompiledPool, Policy, Profile
 from webhook.policy.dra import PlatformTemplate, memory_quantity

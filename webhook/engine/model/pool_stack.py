@@ -9,7 +9,7 @@ read the pool's stack through these functions.
 
 from __future__ import annotations
 
-from webhook.engine.resources import HAMI_KEYS, SHARED, WHOLE
+from webhook.engine.model.devices import HAMI_KEYS, SHARED, WHOLE
 from webhook.policy.compiled import CompiledPool
 from webhook.policy.model import Isolation, SharingProvider
 

@@ -38,7 +38,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from webhook.engine.resources import PodResources
+from webhook.engine.model.devices import PodResources
 from webhook.policy.compiled import CompiledPool, Policy
 
 FILTERING = frozenset({"NoSchedule", "NoExecute"})
@@ -63,7 +63,7 @@ class Placement:
     tolerations: tuple[Toleration, ...]
     devices: frozenset[str]
     claims: frozenset[frozenset[tuple[str, ...]]] = frozenset()
-    """DRA demand: per device request, the alternatives (``webhook.engine.claims.Alternative``) one of
+    """DRA demand: per device request, the alternatives (``webhook.engine.model.claims.Alternative``) one of
     which a node must serve."""
     node_name: str = ""
     """``spec.nodeName``: the pod skips the scheduler and binds to that node if the kubelet admits it
@@ -388,3 +388,27 @@ def _known_names(nodes: tuple[Mapping[str, Any], ...]) -> tuple[set[str], set[st
             if isinstance(labels, dict) and isinstance(labels.get(HOSTNAME), str):
                 hostnames.add(labels[HOSTNAME])
     return names, hostnames
+
+
+_TOLERATION_KEYS = ("key", "operator", "value", "effect")
+
+
+def normal_toleration(toleration: object) -> tuple:
+    """Comparable form of a toleration (operator defaults to Equal); non-scalar values never match."""
+    if not isinstance(toleration, dict):
+        return ()
+    values = (
+        toleration.get("key"),
+        toleration.get("operator") or "Equal",
+        toleration.get("value"),
+        toleration.get("effect"),
+    )
+    for v in values:
+        if v is not None and type(v) is not str:
+            return tuple(v if isinstance(v, str | None) else repr(v) for v in values)
+    return values
+
+
+def toleration_forms(policy: Policy, pool: CompiledPool) -> tuple[tuple, ...]:
+    """The normal forms of a pool's tolerations, in order; computed once per policy, not per review."""
+    return policy.recall(("forms", pool.name), lambda: tuple(normal_toleration(t) for t in pool.tolerations))

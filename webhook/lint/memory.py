@@ -1,7 +1,7 @@
 """Lint warnings about GPU memory and MIG geometry: sizes no node can give, and pools that do not say
 (or, with Node objects, do not match) what their nodes advertise.
 
-They are separate from :mod:`webhook.policy.lint` because they read the hardware model (the catalog's
+They are separate from :mod:`webhook.lint.checks` because they read the hardware model (the catalog's
 usable memory, the stacks' units, mig-parted layouts) and, with ``policy lint --context``, the nodes
 themselves; the generic lint module only knows the policy's own structure.
 """

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from webhook.engine.grants import (
+from webhook.engine.model.grants import (
     GRANT_NAME,
     Grant,
     GrantKeys,
@@ -42,7 +42,7 @@ from webhook.engine.grants import (
     read_grants,
     template_digest,
 )
-from webhook.engine.requester import Requester
+from webhook.engine.model.requester import Requester
 from webhook.policy.compiled import Policy
 from webhook.policy.model import PolicyException
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from webhook.engine.claims import DeviceToleration
+from webhook.engine.model.claims import DeviceToleration
 
 BLANKET = "*"
 

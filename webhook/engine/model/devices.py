@@ -16,14 +16,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from webhook.quantity import GIB, MIB, QuantityError, parse_quantity
 
 if TYPE_CHECKING:
-    from webhook.engine.claims import Alternative, ClaimRequest, ClaimResolver, PodClaim
+    from webhook.engine.model.claims import Alternative, ClaimRequest, ClaimResolver, PodClaim
 
 WHOLE = "whole"
 MIG = "mig"
 SHARED = "shared"
 HAMI = "hami"
 RDMA = "rdma"
-UNRESOLVED = "unresolved"  # a DRA device the webhook cannot tell (webhook.engine.claims)
+UNRESOLVED = "unresolved"  # a DRA device the webhook cannot tell (webhook.engine.model.claims)
 SLICED = frozenset({MIG, SHARED, HAMI, UNRESOLVED})
 """Families that put a pod next to other tenants' work on one card (or may: an unresolved claim)."""
 
@@ -443,7 +443,7 @@ def inspect_pod(
 
 
 def _mapped_family(claims: ClaimResolver, key: str, mapped: dict[str, Alternative | None]) -> str | None:
-    from webhook.engine.claims import kind_family
+    from webhook.engine.model.claims import kind_family
 
     found = claims.extended_class(key)
     if found is None:

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
-from webhook.engine.cluster import Cluster
-from webhook.engine.resources import MIG, SHARED, UNRESOLVED, WHOLE
+from webhook.engine.model.cluster import Cluster
+from webhook.engine.model.devices import MIG, SHARED, UNRESOLVED, WHOLE
 from webhook.policy.compiled import Policy
 from webhook.policy.dra import ClassInfo
 from webhook.policy.model import DeviceClassKind, mig_profile_memory_gib
@@ -42,7 +42,7 @@ EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 (KEP-5004; its single valid value is "true"): quota counts that claim through the pod instead."""
 
 Alternative = tuple[str, ...]
-"""One way a node can serve a device request (read by ``webhook.engine.reach``):
+"""One way a node can serve a device request (read by ``webhook.engine.model.reach``):
 ``("class", name, driver, kind)`` a DeviceClass a pool's DRA driver serves, or ``("resource", name)``
 an extended resource its device plugin advertises."""
 
