@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from tests.audit.fake_apiserver import FakeAPIServer  # noqa: E402
 from tests.conftest import DEFAULT_POLICY_DIR  # noqa: E402
-from webhook.engine import evaluate  # noqa: E402
+from webhook.engine import Request, report  # noqa: E402
 from webhook.policy import load_policy  # noqa: E402
 
 NAMESPACES = 200
@@ -128,9 +128,9 @@ def pods(n: int, policy: Any) -> Any:
         kind = i % 20
         if kind in (0, 1):  # admitted: the real mutation applied at CREATE
             pod["metadata"]["labels"]["gpu-admission.io/workload"] = "inference"
-            spec = evaluate(policy, {**pod, "spec": {k: v for k, v in pod["spec"].items() if k != "nodeName"}}).mutated[
-                "spec"
-            ]
+            spec = report(
+                policy, Request({**pod, "spec": {k: v for k, v in pod["spec"].items() if k != "nodeName"}})
+            ).mutated["spec"]
             pod["spec"] = {**copy.deepcopy(spec), "nodeName": pod["spec"]["nodeName"]}
         elif kind == 2:  # created while the webhook was down
             pod["metadata"]["labels"]["gpu-admission.io/workload"] = "inference"

@@ -191,7 +191,7 @@ def scenario(gangs: list[int], dra: int, replicas: int, completions: int, cpu: i
 
 def expected(policy_dir: Path, objects: list[tuple[str, dict[str, Any]]]) -> list[Unit]:
     """Every object's verdicts and patch from the engine, in this process: what the server must answer."""
-    from webhook.engine import evaluate
+    from webhook.engine import Request, mutate, report
     from webhook.policy import load_policy
 
     policy = load_policy(policy_dir)
@@ -199,10 +199,10 @@ def expected(policy_dir: Path, objects: list[tuple[str, dict[str, Any]]]) -> lis
     for category, obj in objects:
         ns = obj["metadata"]["namespace"]
         labels = {"kubernetes.io/metadata.name": ns, **NAMESPACES[ns]}
-        mutated = evaluate(policy, copy.deepcopy(obj), namespace=ns, namespace_labels=labels, validate=False)
+        mutated = mutate(policy, Request(copy.deepcopy(obj), namespace=ns, namespace_labels=labels))
         patch = list(mutated.patch)
         stored = jsonpatch.apply_patch(copy.deepcopy(obj), patch) if patch else obj
-        validated = evaluate(policy, copy.deepcopy(stored), namespace=ns, namespace_labels=labels)
+        validated = report(policy, Request(copy.deepcopy(stored), namespace=ns, namespace_labels=labels))
         name = obj["metadata"]["name"]
         units.append(Unit(name, category, obj, ns, mutated.allowed, patch, validated.allowed))
     return units

@@ -1,4 +1,4 @@
-"""In-process engine latency (target: mutate+validate of a typical training pod <= 0.3 ms p50).
+"""In-process engine latency (target: ``report`` (patch and verdict) of a typical training pod <= 0.3 ms p50).
 
 Run: ``pytest bench/test_engine_latency.py --benchmark-enable --benchmark-columns=min,median,mean,ops``
 """
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from bench.workloads import INFERENCE_POD, TRAINING_JOB_POD, TRAINING_NAMESPACE
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.policy import load_policy
 
 
@@ -18,19 +18,21 @@ def policy():
 
 
 def test_inference_pod(benchmark, policy):
-    decision = benchmark(evaluate, policy, INFERENCE_POD, namespace="serving")
+    decision = benchmark(report, policy, Request(INFERENCE_POD, namespace="serving"))
     assert decision.patch and decision.allowed
 
 
 def test_training_pod_8_gpus(benchmark, policy):
-    decision = benchmark(evaluate, policy, TRAINING_JOB_POD, namespace="llm", namespace_labels=TRAINING_NAMESPACE)
+    decision = benchmark(
+        report, policy, Request(TRAINING_JOB_POD, namespace="llm", namespace_labels=TRAINING_NAMESPACE)
+    )
     assert decision.patch and decision.allowed, decision.message
 
 
 def test_non_gpu_pod(benchmark, policy):
     pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
            "spec": {"containers": [{"name": "nginx", "image": "nginx", "resources": {"limits": {"cpu": "1"}}}]}}
-    decision = benchmark(evaluate, policy, pod)
+    decision = benchmark(report, policy, Request(pod))
     assert not decision.relevant
 
 
@@ -53,5 +55,5 @@ def _pytorchjob_8_workers() -> dict:
 
 def test_pytorchjob_8_workers(benchmark, policy):
     job = _pytorchjob_8_workers()
-    decision = benchmark(evaluate, policy, job, namespace="llm", namespace_labels=TRAINING_NAMESPACE)
+    decision = benchmark(report, policy, Request(job, namespace="llm", namespace_labels=TRAINING_NAMESPACE))
     assert decision.patch and decision.allowed, decision.message

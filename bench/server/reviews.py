@@ -21,7 +21,7 @@ import orjson
 
 from bench.workloads import INFERENCE_POD, TRAINING_JOB_POD, TRAINING_NAMESPACE
 from tests.server.support import review
-from webhook.engine import evaluate
+from webhook.engine import Request, mutate
 from webhook.policy import load_policy
 
 SERVING_NAMESPACE = {"gpu-admission.io/tier": "serving"}
@@ -99,7 +99,7 @@ class Body:
 
 def _final_object(policy: Any, obj: dict[str, Any], namespace: str, labels: dict[str, str] | None) -> dict[str, Any]:
     """The object as ``/validate`` receives it: our own mutation applied."""
-    decision = evaluate(policy, copy.deepcopy(obj), namespace=namespace, namespace_labels=labels, validate=False)
+    decision = mutate(policy, Request(copy.deepcopy(obj), namespace=namespace, namespace_labels=labels))
     return jsonpatch.apply_patch(copy.deepcopy(obj), list(decision.patch)) if decision.patch else copy.deepcopy(obj)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 
 WORKLOAD = "gpu-admission.io/workload"
 CPU_PODS = 23  # enough for several pages at --page-size 7
@@ -49,7 +49,7 @@ def pod(name: str, ns: str, *, cls: str | None = None, gpus: int = 0, owner: tup
 
 def mutated(policy: Any, obj: dict[str, Any], labels: dict[str, str] | None = None) -> dict[str, Any]:
     """What ``/mutate`` made of ``obj``: the real engine's patch applied."""
-    decision = evaluate(policy, obj, namespace_labels=labels)
+    decision = report(policy, Request(obj, namespace_labels=labels))
     assert decision.allowed, decision.message
     return copy.deepcopy(decision.mutated)
 

@@ -22,7 +22,7 @@ import yaml
 
 from tests.audit.conftest import run_cli
 from tests.audit.openreports_schema import schema
-from webhook.engine import evaluate
+from webhook.engine import Request, mutate
 from webhook.engine.model.grants import GrantKeys
 from webhook.engine.model.requester import Requester
 from webhook.policy import load_policy
@@ -65,15 +65,16 @@ def cluster() -> list[dict]:
         "metadata": {"name": "dcgm-diag", "namespace": NS, "uid": "uid-dcgm-diag"},
         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "dcgm"}}, "template": template},
     }
-    mutated = evaluate(
+    mutated = mutate(
         policy,
-        deploy,
-        validate=False,
-        namespace=NS,
-        namespace_labels=labels,
-        requester=Requester("alice@example.com"),
-        today=datetime.date.fromisoformat(DAY),
-        grant_keys=GrantKeys((KEY,)),
+        Request(
+            deploy,
+            namespace=NS,
+            namespace_labels=labels,
+            requester=Requester("alice@example.com"),
+            today=datetime.date.fromisoformat(DAY),
+            grant_keys=GrantKeys((KEY,)),
+        ),
     )
     deploy = jsonpatch.apply_patch(deploy, list(mutated.patch))
     granted = deploy["spec"]["template"]
@@ -94,9 +95,16 @@ def cluster() -> list[dict]:
 
     def placed(pod: dict, by: str) -> dict:
         """The pod as the webhook's /mutate stored it (placed; a grant kept only where it holds)."""
-        m = evaluate(
-            policy, pod, validate=False, namespace=NS, namespace_labels=labels, requester=Requester(by),
-            today=datetime.date.fromisoformat(DAY), grant_keys=GrantKeys((KEY,)),
+        m = mutate(
+            policy,
+            Request(
+                pod,
+                namespace=NS,
+                namespace_labels=labels,
+                requester=Requester(by),
+                today=datetime.date.fromisoformat(DAY),
+                grant_keys=GrantKeys((KEY,)),
+            ),
         )
         return jsonpatch.apply_patch(pod, list(m.patch))
 

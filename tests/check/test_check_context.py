@@ -98,13 +98,13 @@ def test_context_objects_reach_the_engine_as_its_cluster_view(tmp_path, monkeypa
     """A spy around the real engine records the Cluster it is given (the rules that read nodes, claim
     templates and device classes are tested with the engine)."""
     seen = []
-    real = runner.evaluate
+    real = runner.report
 
-    def spy(policy, obj, **kwargs):
-        seen.append(kwargs["cluster"])
-        return real(policy, obj, **kwargs)
+    def spy(policy, request):
+        seen.append(request.cluster)
+        return real(policy, request)
 
-    monkeypatch.setattr(runner, "evaluate", spy)
+    monkeypatch.setattr(runner, "report", spy)
     (tmp_path / "cluster.json").write_text(json.dumps(CLUSTER_DUMP, indent=2))
     (tmp_path / "job.yaml").write_text(TRAIN)
     (tmp_path / "dc.yaml").write_text(

@@ -233,14 +233,14 @@ def test_skipped_document_with_gpus_or_intent_is_always_shown(tmp_path):
 def test_an_engine_exception_is_an_engine_error_result_exit_2(tmp_path, monkeypatch):
     """Fault injection: the engine raising on one object (a bug) must not become a traceback, exit 1,
     or a silent pass; the other documents are still judged."""
-    real = runner.evaluate
+    real = runner.report
 
-    def failing(policy, obj, **kwargs):
-        if obj["metadata"]["name"] == "infer":
+    def failing(policy, request):
+        if request.obj["metadata"]["name"] == "infer":
             raise KeyError("boom")
-        return real(policy, obj, **kwargs)
+        return real(policy, request)
 
-    monkeypatch.setattr(runner, "evaluate", failing)
+    monkeypatch.setattr(runner, "report", failing)
     path = tmp_path / "m.yaml"
     other = INFER.replace("name: infer", "name: other")
     path.write_text(INFER + "---\n" + other)

@@ -12,7 +12,7 @@ import yaml
 from tests.conftest import POLICIES, TRAINING_NS
 from tests.engine.test_gangs import PROVIDERS
 from webhook.cli import main
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.policy import load_policy
 
 VCJOB = {
@@ -115,13 +115,15 @@ def test_old_judges_the_update_on_the_servers_engine_path(tmp_path, capsys, case
     assert rule in [v["rule"] for v in result["violations"]]
     assert not result.get("patch"), "an UPDATE is never mutated"
     namespace = new["metadata"]["namespace"]
-    expected = evaluate(
+    expected = report(
         load_policy(policy_dir),
-        new,
-        operation="UPDATE",
-        old_object=old,
-        namespace=namespace,
-        namespace_labels=TRAINING_NS if namespace == "ml" else {},
+        Request(
+            new,
+            operation="UPDATE",
+            old_object=old,
+            namespace=namespace,
+            namespace_labels=TRAINING_NS if namespace == "ml" else {},
+        ),
     )
     assert [v["rule"] for v in result["violations"]] == [v.rule for v in expected.violations]
     assert [v["message"] for v in result["violations"]] == [v.message for v in expected.violations]

@@ -29,7 +29,7 @@ import yaml
 
 from tests.conftest import POLICIES
 from tests.deploy.cel_match import CALL, RESOURCES, SKIP, Webhook, unguarded_has
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.policy import load_policy_texts
 from webhook.policy.kinds import CompiledKind, Wild
 from webhook.render import render
@@ -219,7 +219,7 @@ def _resource_of(kind: CompiledKind) -> tuple[str, str, str]:
 
 
 def _relevant(obj: dict[str, Any], **kw: Any) -> bool:
-    return evaluate(POLICY, obj, namespace="team-a", **kw).relevant
+    return report(POLICY, Request(obj, namespace="team-a", **kw)).relevant
 
 
 def test_the_walk_covers_the_kind_table_and_every_kind_of_trigger():

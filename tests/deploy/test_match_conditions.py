@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from tests.conftest import CORPUS, need_shared
 from tests.deploy.cel_match import CALL, REJECT, SKIP, Webhook, resource_of, unguarded_has
 from tests.deploy.conftest import one, render
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.engine.model import reach
 from webhook.engine.model.device_reach import exposed_pools, has_trigger
 from webhook.engine.model.workload import classify, templates
@@ -571,12 +571,12 @@ def test_cpu_only_pod_with_a_trigger_tolerating_a_sliced_pool_is_forwarded(webho
     fields, extra = CPU_TRIGGERS[trigger]
     for tolerations in (BLANKET, GPU_TAINT):
         obj = _cpu("Pod", fields, extra, tolerations=tolerations)
-        assert evaluate(policy, obj, namespace="team-a").relevant, trigger
+        assert report(policy, Request(obj, namespace="team-a")).relevant, trigger
         for hook in _hooks_for(webhooks, obj):
             outcome = hook.evaluate(obj)
             assert not outcome.errors and outcome.decision == CALL, (trigger, hook.name, outcome.results)
     quiet = _cpu("Pod", fields, extra)  # tolerates no GPU taint: reaches no GPU pool
-    assert not evaluate(policy, quiet, namespace="team-a").relevant
+    assert not report(policy, Request(quiet, namespace="team-a")).relevant
     for hook in _hooks_for(webhooks, quiet):
         assert hook.decide(quiet) == SKIP, (trigger, hook.name)
 
@@ -600,7 +600,7 @@ def test_tolerant_cpu_pod_without_a_trigger_is_sent_at_create_only(webhooks, wha
 @pytest.mark.parametrize("kind", KINDS)
 def test_privileged_cpu_templates_of_every_kind(webhooks, policy, kind):
     obj = _cpu(kind, {"securityContext": {"privileged": True}}, {}, tolerations=BLANKET)
-    assert evaluate(policy, obj, namespace="team-a").relevant
+    assert report(policy, Request(obj, namespace="team-a")).relevant
     for hook in _hooks_for(webhooks, obj):
         outcome = hook.evaluate(obj)
         assert not outcome.errors and outcome.decision == CALL, (kind, hook.name, outcome.results)
@@ -632,7 +632,7 @@ def test_cpu_only_pod_with_a_trigger_and_a_node_name_is_forwarded(webhooks, poli
     fields, extra = CPU_TRIGGERS[trigger]
     for kind in ("Pod", "Deployment"):
         obj = _cpu(kind, fields, extra, nodeName="gpu-node-7")
-        assert evaluate(policy, obj, namespace="team-a").relevant, trigger
+        assert report(policy, Request(obj, namespace="team-a")).relevant, trigger
         for hook in _hooks_for(webhooks, obj):
             outcome = hook.evaluate(obj)
             assert not outcome.errors and outcome.decision == CALL, (trigger, kind, hook.name, outcome.results)
@@ -654,7 +654,7 @@ def test_numeric_toleration_operators_are_forwarded(webhooks, policy, operator):
     stored unjudged (and its UPDATEs then held only to what they added)."""
     tolerations = [{"key": "nvidia.com/gpu", "operator": operator, "value": "0", "effect": "NoSchedule"}]
     obj = _cpu("Pod", {"securityContext": {"privileged": True}}, {}, tolerations=tolerations)
-    assert evaluate(policy, obj, namespace="team-a").relevant
+    assert report(policy, Request(obj, namespace="team-a")).relevant
     for hook in _hooks_for(webhooks, obj):
         assert hook.decide(obj) == CALL, hook.name
 
@@ -684,7 +684,7 @@ def test_the_cel_forwards_every_cpu_template_the_engine_judges(webhooks, policy)
     def forwarded(tolerations, node_name):
         extra = {"nodeName": node_name} if node_name else {}
         obj = _cpu("Pod", {"securityContext": {"privileged": True}}, {}, tolerations=tolerations, **extra)
-        if evaluate(policy, obj, namespace="team-a").relevant:
+        if report(policy, Request(obj, namespace="team-a")).relevant:
             assert webhooks["validating"].decide(obj) == CALL, obj["spec"]
 
     forwarded()
@@ -753,5 +753,5 @@ def test_the_claim_condition_agrees_with_the_engine(webhooks, policy):
         _claim(tolerations=[{"operator": "Exists"}]),
         _claim("ResourceClaimTemplate", tolerations=[{"key": "gpu.nvidia.com/xid", "operator": "Exists"}]),
     ):
-        assert evaluate(policy, obj, namespace="team-a").violations
+        assert report(policy, Request(obj, namespace="team-a")).violations
         assert val.decide(obj, user_info=ALICE) == CALL

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import jsonpatch
@@ -11,7 +12,7 @@ import jsonschema
 import yaml
 
 from tests.conftest import CRDS, TRAINING_NS, need_shared
-from webhook.engine import Decision, evaluate
+from webhook.engine import Decision, Request, report
 
 PREFIX = "gpu-admission.io"
 
@@ -104,17 +105,26 @@ def vcjob(
     return obj
 
 
-def run(policy: Any, obj: dict, *, training: bool = False, labels: dict | None = None, **kwargs: Any) -> Decision:
-    """Evaluate, then hold the invariants every admission must keep (patch applies, idempotent)."""
+def run(
+    policy: Any,
+    obj: dict,
+    *,
+    training: bool = False,
+    labels: dict | None = None,
+    entry: Callable[[Any, Request], Decision] = report,
+    **kwargs: Any,
+) -> Decision:
+    """Decide through ``entry`` (``report``; ``explain`` for the trace), then hold the invariants every
+    admission must keep (patch applies, idempotent)."""
     ns_labels = dict(TRAINING_NS) if training else labels
     kwargs.setdefault("namespace", "team-a")
     snapshot = copy.deepcopy(obj)
-    decision = evaluate(policy, obj, namespace_labels=ns_labels, **kwargs)
+    decision = entry(policy, Request(obj, namespace_labels=ns_labels, **kwargs))
     assert obj == snapshot, "the engine modified its input"
     if decision.patch:
         applied = jsonpatch.apply_patch(obj, list(decision.patch))
         assert applied == decision.mutated, "the patch and the engine's mutated object disagree"
-        again = evaluate(policy, applied, namespace_labels=ns_labels, **kwargs)
+        again = entry(policy, Request(applied, namespace_labels=ns_labels, **kwargs))
         assert again.patch == (), f"not idempotent: second pass patched {again.patch}"
     return decision
 

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from tests.engine.helpers import assert_valid, container, pod, rules, run, violation
-from webhook.engine import DeadlineExceeded, evaluate
+from webhook.engine import DeadlineExceeded, Request, mutate, report
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.shape import CAPS
 
@@ -72,7 +72,7 @@ def test_a_one_mib_pod_mutates_in_linear_work(policy):
             # CPU time of this thread, not wall time: on a loaded CI machine the thread is preempted
             # for whole time slices, which wall time would charge to whichever run it hit
             started = time.thread_time()
-            evaluate(policy, copy, namespace="ml", namespace_labels=SERVING, validate=False, details=False)
+            mutate(policy, Request(copy, namespace="ml", namespace_labels=SERVING))
             return time.thread_time() - started
         finally:
             gc.enable()
@@ -126,7 +126,7 @@ def test_a_one_mib_pod_mutates_in_linear_work(policy):
 def test_what_no_real_object_needs_is_malformed_with_the_path(policy, path: str, make):
     obj = make()
     obj["spec"]["containers"][0].setdefault("resources", {}).setdefault("limits", {})["nvidia.com/gpu"] = "1"
-    decision = evaluate(policy, obj, namespace="ml", namespace_labels=SERVING)
+    decision = report(policy, Request(obj, namespace="ml", namespace_labels=SERVING))
     found = violation(decision, "malformed-object")
     assert found.path == path, found.path
     assert "at most" in found.message and path in found.message
@@ -136,7 +136,7 @@ def test_what_no_real_object_needs_is_malformed_with_the_path(policy, path: str,
 def test_a_million_empty_containers_are_refused_without_walking_them(policy):
     obj = pod(None, [{} for _ in range(1_000_000)])
     obj["metadata"]["labels"] = {"gpu-admission.io/workload": "inference"}
-    decision = evaluate(policy, obj, namespace="ml", namespace_labels=SERVING)
+    decision = report(policy, Request(obj, namespace="ml", namespace_labels=SERVING))
     assert rules(decision) == ["malformed-object"]
     assert decision.violations[0].message.startswith("spec.containers has 1000000 items; at most 256")
 
@@ -144,13 +144,13 @@ def test_a_million_empty_containers_are_refused_without_walking_them(policy):
 def test_at_the_cap_is_still_judged(policy):
     obj = pod(None, [container(f"c{i}", limits={"cpu": "1"}) for i in range(CAPS["containers"])])
     obj["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1"
-    assert "malformed-object" not in rules(evaluate(policy, obj, namespace="ml", namespace_labels=SERVING))
+    assert "malformed-object" not in rules(report(policy, Request(obj, namespace="ml", namespace_labels=SERVING)))
 
 
 def test_the_deadline_stops_evaluation(policy):
     obj = _big_pod(2, 1)
     with pytest.raises(DeadlineExceeded) as stopped:
-        evaluate(policy, obj, namespace="ml", namespace_labels=SERVING, deadline=time.monotonic() - 1)
+        report(policy, Request(obj, namespace="ml", namespace_labels=SERVING, deadline=time.monotonic() - 1))
     assert stopped.value.stage == "shape check"
-    decision = evaluate(policy, obj, namespace="ml", namespace_labels=SERVING, deadline=time.monotonic() + 60)
+    decision = report(policy, Request(obj, namespace="ml", namespace_labels=SERVING, deadline=time.monotonic() + 60))
     assert decision.relevant

@@ -16,7 +16,7 @@ import yaml
 
 from tests.conftest import CORPUS, POLICIES, TRAINING_NS, need_shared
 from tests.engine.helpers import container, intent, rules, run, violation
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.policy import load_policy_texts
 
 GPU8 = {"nvidia.com/gpu": "8"}
@@ -126,7 +126,9 @@ def test_scaling_a_statefulset_up_on_update_needs_the_gang(policy):
     old = controller("StatefulSet", replicas=1)
     new = copy.deepcopy(old)
     new["spec"]["replicas"] = 4
-    d = evaluate(policy, new, operation="UPDATE", old_object=old, namespace="team-a", namespace_labels=TRAINING_NS)
+    d = report(
+        policy, Request(new, operation="UPDATE", old_object=old, namespace="team-a", namespace_labels=TRAINING_NS)
+    )
     assert "gang-required" in rules(d) and not d.allowed
 
 

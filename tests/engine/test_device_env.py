@@ -22,7 +22,7 @@ import yaml
 from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, job, k8s_errors, pod, rules, violation
 from tests.engine.test_reach_attacks import BLANKET, admit
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, mutate, report
 
 VOID = {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}
 GPU_TAINT = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
@@ -39,7 +39,7 @@ def mutated(policy, obj: dict, **kw) -> dict:
     v, stored = admit(policy, obj, **kw)
     assert v.allowed, [x.render() for x in v.violations]
     assert k8s_errors(stored) == []
-    again = evaluate(policy, stored, namespace="team-a", validate=False)
+    again = mutate(policy, Request(stored, namespace="team-a"))
     assert again.patch == (), f"not idempotent: {again.patch}"
     return stored
 
@@ -65,7 +65,7 @@ def test_a_cpu_pod_naming_a_node_gets_void(policy):
 
 def test_a_cpu_pod_that_tolerates_no_gpu_taint_is_left_alone(policy):
     obj = pod({}, [container()], tolerations=[{"key": "dedicated", "operator": "Exists"}])
-    d = evaluate(policy, obj, namespace="team-a")
+    d = report(policy, Request(obj, namespace="team-a"))
     assert not d.relevant and d.patch == ()
 
 
@@ -91,7 +91,7 @@ def test_a_raw_request_keeps_its_gpu_container_and_voids_the_rest(policy):
 @pytest.mark.parametrize("value", ["void", "none"])
 def test_a_users_void_or_none_is_kept(policy, value):
     obj = pod({}, [container(env=[{"name": "NVIDIA_VISIBLE_DEVICES", "value": value}])], tolerations=BLANKET)
-    d = evaluate(policy, obj, namespace="team-a")
+    d = report(policy, Request(obj, namespace="team-a"))
     assert d.patch == () and d.allowed
 
 
@@ -116,7 +116,7 @@ def test_a_stored_pod_without_its_void_is_denied(policy):
     """/mutate failed open (failurePolicy Ignore) or a later webhook removed the entry: /validate sees
     a container that would take the image's value, and does not store it."""
     obj = pod({}, [container("app"), container("side", env=[VOID])], tolerations=BLANKET)
-    d = evaluate(policy, obj, namespace="team-a", as_received=True)
+    d = report(policy, Request(obj, namespace="team-a", stage=Stage.STORED))
     v = violation(d, "privileged-gpu")
     assert not d.allowed and v.path == "spec.containers[0].env"
     assert "does not set NVIDIA_VISIBLE_DEVICES" in v.message and "retry" in v.message
@@ -128,7 +128,7 @@ def test_an_update_is_not_held_to_the_void(policy):
     old = pod({}, [container()], tolerations=BLANKET, nodeName="gpu-infer-3")
     new = copy.deepcopy(old)
     new["metadata"]["labels"] = {"team": "b"}
-    d = evaluate(policy, new, operation="UPDATE", old_object=old, namespace="team-a", as_received=True)
+    d = report(policy, Request(new, operation="UPDATE", old_object=old, namespace="team-a", stage=Stage.STORED))
     assert d.allowed, [x.render() for x in d.violations]
 
 
@@ -153,7 +153,7 @@ def test_a_deployment_is_judged_as_its_voided_pods(policy):
             },
         },
     }
-    d = evaluate(policy, dep, namespace="team-a", as_received=True)
+    d = report(policy, Request(dep, namespace="team-a", stage=Stage.STORED))
     assert d.relevant and d.allowed and d.patch == ()
 
 
@@ -162,7 +162,7 @@ def test_kai_fraction_pods_leave_the_regular_containers_to_the_scheduler(policy)
     which hold none, get void."""
     meta = {"annotations": {"gpu-fraction": "0.5"}}
     obj = pod(meta, [container("app"), container("side")], initContainers=[container("init")])
-    m = evaluate(policy, obj, namespace="team-a", validate=False)
+    m = mutate(policy, Request(obj, namespace="team-a"))
     paths = [op["path"] for op in m.patch if op["path"].endswith("/env")]
     assert paths == ["/spec/initContainers/0/env"], m.patch
 
@@ -176,9 +176,9 @@ def test_no_void_where_privileged_gpu_is_off(policy):
     doc["spec"]["rules"]["privileged-gpu"] = {"exempt": [{"matchLabels": {"gpu-stack": "true"}}]}
     exempting = load_policy_texts([("default.yaml", yaml.safe_dump(doc))])
     plugin = pod({}, [container("nvidia-device-plugin")], tolerations=GPU_TAINT)
-    d = evaluate(exempting, plugin, namespace="gpu-operator", namespace_labels={"gpu-stack": "true"})
+    d = report(exempting, Request(plugin, namespace="gpu-operator", namespace_labels={"gpu-stack": "true"}))
     assert d.patch == () and d.allowed
-    assert evaluate(exempting, plugin, namespace="team-a").patch != ()  # elsewhere it is voided
+    assert report(exempting, Request(plugin, namespace="team-a")).patch != ()  # elsewhere it is voided
 
 
 def test_a_privileged_cpu_pod_on_a_sliced_pool_is_still_denied(policy):

@@ -18,7 +18,7 @@ from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, pod, rules, violation
 from tests.engine.test_reach_attacks import BLANKET, TRAIN_TAINTS, admit
 from tests.engine.test_reach_model import node
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, report
 from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.device_reach import container_triggers, dev_volumes, has_trigger, reaches_dev, triggers
 
@@ -371,7 +371,7 @@ def test_cpu_only_pod_reaching_only_the_shared_dev_pool(policy):
 )
 def test_cpu_only_privileged_pod_that_cannot_reach_a_sliced_pool_is_not_relevant(policy, spec):
     obj = pod({}, [container(securityContext={"privileged": True})], **spec)
-    d = evaluate(policy, obj, namespace="team-a")
+    d = report(policy, Request(obj, namespace="team-a"))
     assert not d.relevant, [v.render() for v in d.violations]
 
 
@@ -382,7 +382,7 @@ def test_cpu_only_privileged_pod_on_the_whole_gpu_pool_only_gets_void_but_is_not
               nodeSelector={"workload": "gpu-train"})  # fmt: skip
     d, _ = admit(policy, obj)
     assert d.allowed and "privileged-gpu" not in rules(d), [v.render() for v in d.violations]
-    first = evaluate(policy, obj, namespace="team-a")
+    first = report(policy, Request(obj, namespace="team-a"))
     assert {"op": "add", "path": "/spec/containers/0/env",
             "value": [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]} in first.patch  # fmt: skip
 
@@ -394,8 +394,8 @@ def test_privileged_gpu_pools_all_covers_the_whole_gpu_pool(policy, all_pools):
         tolerations=BLANKET,
         nodeSelector={"workload": "gpu-train"},
     )
-    assert "privileged-gpu" not in rules(evaluate(policy, obj, namespace="team-a"))  # whole GPUs: not judged
-    d = evaluate(all_pools, obj, namespace="team-a")
+    assert "privileged-gpu" not in rules(report(policy, Request(obj, namespace="team-a")))  # whole GPUs: not judged
+    d = report(all_pools, Request(obj, namespace="team-a"))
     v = violation(d, "privileged-gpu")
     assert "onto a GPU pool (train-h100)" in v.message and not d.allowed
 
@@ -412,7 +412,7 @@ def test_cpu_only_pod_without_a_trigger_pays_no_reach_computation(policy, monkey
 
     monkeypatch.setattr(reach, "reachable", boom)
     obj = pod({}, [container(env=[{"name": "A", "value": "1"}])])
-    assert not evaluate(policy, obj, namespace="team-a").relevant
+    assert not report(policy, Request(obj, namespace="team-a")).relevant
 
 
 # --- spec.nodeName: no scheduler, so no NoSchedule taint keeps the pod out ---------------------------------
@@ -449,14 +449,14 @@ def test_node_name_with_the_nodes_known_is_judged_on_that_node(policy):
     assert not admit(policy, at["gpu-infer-3"], cluster=cluster)[0].allowed
     # whole GPUs: nothing shared to see (only NVIDIA_VISIBLE_DEVICES=void); no GPUs: not relevant at all
     assert admit(policy, at["gpu-train-1"], cluster=cluster)[0].allowed
-    assert not evaluate(policy, at["cpu-1"], namespace="team-a", cluster=cluster).relevant
+    assert not report(policy, Request(at["cpu-1"], namespace="team-a", cluster=cluster)).relevant
     assert not admit(policy, at["new-9"], cluster=cluster)[0].allowed  # not known yet: may join any pool
 
 
 def test_a_no_execute_taint_still_keeps_a_named_pod_out(policy):
     evicting = node("gpu-infer-4", {"workload": "gpu-infer"}, [{"key": "quarantine", "effect": "NoExecute"}])
     obj = pod({}, [container(securityContext={"privileged": True})], nodeName="gpu-infer-4")
-    assert not evaluate(policy, obj, namespace="team-a", cluster=Cluster(nodes=(evicting,))).relevant
+    assert not report(policy, Request(obj, namespace="team-a", cluster=Cluster(nodes=(evicting,)))).relevant
     obj["spec"]["tolerations"] = [{"key": "quarantine", "operator": "Exists"}]
     assert not admit(policy, obj, cluster=Cluster(nodes=(evicting,)))[0].allowed
 
@@ -491,7 +491,7 @@ def test_a_quiet_pod_parked_on_a_mig_node_then_debugged_privileged(policy):
     debugged["spec"]["ephemeralContainers"] = [
         {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
     ]
-    d = evaluate(policy, debugged, operation="UPDATE", old_object=parked, namespace="team-a", as_received=True)
+    d = report(policy, Request(debugged, operation="UPDATE", old_object=parked, namespace="team-a", stage=Stage.STORED))
     v = violation(d, "privileged-gpu")
     assert not d.allowed and v.path == "spec.ephemeralContainers[0].securityContext.privileged"
     # with the Node objects known, a pod bound to a CPU node is debugged freely
@@ -501,8 +501,11 @@ def test_a_quiet_pod_parked_on_a_mig_node_then_debugged_privileged(policy):
         {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
     ]
     cluster = Cluster(nodes=(MIG_NODE, TRAIN_NODE, CPU_NODE))
-    d = evaluate(
-        policy, debugged, operation="UPDATE", old_object=at_cpu, namespace="team-a", as_received=True, cluster=cluster
+    d = report(
+        policy,
+        Request(
+            debugged, operation="UPDATE", old_object=at_cpu, namespace="team-a", stage=Stage.STORED, cluster=cluster
+        ),
     )
     assert d.allowed and "privileged-gpu" not in rules(d)
 
@@ -519,11 +522,11 @@ def test_daemonset_of_privileged_cpu_pods_tolerating_everything(policy):
     ds = _controller(
         "DaemonSet", {"containers": [container(securityContext={"privileged": True})], "tolerations": BLANKET}
     )
-    d = evaluate(policy, ds, namespace="team-a")
+    d = report(policy, Request(ds, namespace="team-a"))
     v = violation(d, "privileged-gpu")
     assert v.path == "spec.template.spec.containers[0].securityContext.privileged" and not d.allowed
     quiet = _controller("DaemonSet", {"containers": [container(securityContext={"privileged": True})]})
-    assert not evaluate(policy, quiet, namespace="team-a").relevant
+    assert not report(policy, Request(quiet, namespace="team-a")).relevant
 
 
 def test_deployment_of_mig_pods_with_a_hostpath_dev_sidecar(policy):
@@ -533,7 +536,7 @@ def test_deployment_of_mig_pods_with_a_hostpath_dev_sidecar(policy):
     }
     dep = _controller("Deployment", spec)
     dep["spec"]["template"]["metadata"] = intent("inference", gpu_memory="4Gi")
-    d = evaluate(policy, dep, namespace="team-a", namespace_labels={"gpu-admission.io/tier": "serving"})
+    d = report(policy, Request(dep, namespace="team-a", namespace_labels={"gpu-admission.io/tier": "serving"}))
     v = violation(d, "privileged-gpu")
     assert v.path == "spec.template.spec.containers[1].volumeMounts[0]" and "spec.volumes[0]" in v.message
 
@@ -545,7 +548,7 @@ def test_an_update_that_already_had_the_trigger_is_not_news(policy):
     old = pod({}, [container(securityContext={"privileged": True})], tolerations=BLANKET)
     new = copy.deepcopy(old)
     new["metadata"]["labels"] = {"team": "b"}
-    d = evaluate(policy, new, operation="UPDATE", old_object=old, namespace="team-a", as_received=True)
+    d = report(policy, Request(new, operation="UPDATE", old_object=old, namespace="team-a", stage=Stage.STORED))
     assert "privileged-gpu" not in rules(d)
 
 
@@ -555,7 +558,7 @@ def test_debugging_a_tolerant_cpu_pod_with_a_privileged_ephemeral_container(poli
     new["spec"]["ephemeralContainers"] = [
         {"name": "debugger", "image": "busybox", "securityContext": {"privileged": True}}
     ]
-    d = evaluate(policy, new, operation="UPDATE", old_object=old, namespace="team-a", as_received=True)
+    d = report(policy, Request(new, operation="UPDATE", old_object=old, namespace="team-a", stage=Stage.STORED))
     v = violation(d, "privileged-gpu")
     assert v.path == "spec.ephemeralContainers[0].securityContext.privileged" and not d.allowed
     assert v.message.startswith("ephemeral container 'debugger' is privileged")

@@ -14,7 +14,7 @@ import yaml
 
 from tests.conftest import CORPUS, POLICIES, need_shared
 from tests.engine.helpers import container, intent, pod, rules, run, vcjob, violation
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.engine.model.claims import ClaimResolver, cluster_entry
 from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.devices import MIG, SHARED, UNRESOLVED, WHOLE, inspect_pod
@@ -94,7 +94,7 @@ def test_corpus_dra_pods_are_recognised_with_their_devices(policy, name):
     cluster = cluster_of(*context)
     found = {}
     for doc in docs:
-        decision = evaluate(policy, doc, cluster=cluster)
+        decision = report(policy, Request(doc, cluster=cluster))
         kind = classify(doc, policy)
         if kind is None or cluster_entry(doc) is not None:
             assert not decision.relevant, f"{name}: {doc['kind']} is cluster context, not a workload"
@@ -142,7 +142,7 @@ def test_corpus_dra_kinds_cover_v1_and_v1beta1_and_device_classes():
 def test_without_the_template_the_corpus_pod_is_claim_unresolved_and_still_a_gpu_pod(policy):
     docs = _documents(need_shared(CORPUS / "k8s-dra-driver-gpu/gpu-test2.yaml"))
     pod_doc = next(d for d in docs if d["kind"] == "Pod")
-    decision = evaluate(policy, pod_doc)
+    decision = report(policy, Request(pod_doc))
     assert decision.relevant
     v = violation(decision, "claim-unresolved")
     assert v.path == "spec.resourceClaims[0]"
@@ -180,7 +180,7 @@ def test_imex_channels_are_recognised_and_not_gpus(policy):
     cluster = cluster_of(rct("ch", exactly("compute-domain-default-channel.nvidia.com")))
     pd = devices(policy, claim_pod("ch"), cluster)
     assert not pd.has_gpu and pd.claims[0].unresolved is None
-    assert not evaluate(policy, claim_pod("ch"), cluster=cluster, namespace=NS).relevant
+    assert not report(policy, Request(claim_pod("ch"), cluster=cluster, namespace=NS)).relevant
 
 
 def test_the_policy_overrides_and_extends_the_catalogue():
@@ -250,8 +250,8 @@ def test_extended_resources_mapped_by_a_device_class_count(policy):
     assert pd.gpu_families == {WHOLE} and pd.effective_devices() == 3
     implicit = pod(None, [container(limits={"deviceclass.resource.kubernetes.io/mig.nvidia.com": "1"})])
     assert devices(policy, implicit, Cluster()).gpu_families == {MIG}
-    assert not evaluate(policy, asks, namespace=NS).relevant  # without the DeviceClass: not a GPU resource
-    assert evaluate(custom, asks, namespace=NS, cluster=cluster).relevant
+    assert not report(policy, Request(asks, namespace=NS)).relevant  # without the DeviceClass: not a GPU resource
+    assert report(custom, Request(asks, namespace=NS, cluster=cluster)).relevant
 
 
 # --- claims: count, memory, sharing, firstAvailable ------------------------------------------------

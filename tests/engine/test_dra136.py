@@ -76,7 +76,7 @@ from tests.engine.upstream_dra import (  # noqa: E402
     NVIDIA_TAINTS,
     SCHEDULER_USERNAME,
 )
-from webhook.engine import evaluate  # noqa: E402
+from webhook.engine import Request, explain, report  # noqa: E402
 from webhook.engine.model.requester import Requester  # noqa: E402
 from webhook.policy import load_policy_texts  # noqa: E402
 
@@ -107,7 +107,7 @@ def tolerating(*tolerations: dict, sub: bool = False, name: str = "t") -> dict:
 def test_blanket_and_health_tolerations_are_denied_in_templates(policy):
     for tol, what in ((BLANKET, "every device taint"), (XID, "gpu.nvidia.com/xid"), (LOST, "gpu.nvidia.com/gpu-lost")):
         for sub in (False, True):
-            decision = evaluate(policy, tolerating(tol, sub=sub), namespace=NS)
+            decision = report(policy, Request(tolerating(tol, sub=sub), namespace=NS))
             assert decision.relevant and not decision.allowed
             (v,) = decision.violations
             assert v.rule == "device-taint-tolerated" and what in v.message and "allowedDeviceTaints" in v.message
@@ -116,11 +116,11 @@ def test_blanket_and_health_tolerations_are_denied_in_templates(policy):
 
 
 def test_an_informational_taint_may_be_tolerated_by_key(policy):
-    assert evaluate(policy, tolerating(UNMONITORED), namespace=NS).violations == ()
+    assert report(policy, Request(tolerating(UNMONITORED), namespace=NS)).violations == ()
     # a toleration of an effect the taint does not have tolerates nothing
-    assert evaluate(policy, tolerating({**LOST, "effect": "NoExecute"}), namespace=NS).violations == ()
+    assert report(policy, Request(tolerating({**LOST, "effect": "NoExecute"}), namespace=NS)).violations == ()
     # a key the policy does not know: judged as a taint that keeps devices out of service
-    unknown = evaluate(policy, tolerating({"key": "example.com/reserved", "operator": "Exists"}), namespace=NS)
+    unknown = report(policy, Request(tolerating({"key": "example.com/reserved", "operator": "Exists"}), namespace=NS))
     assert "does not know" in unknown.violations[0].message
 
 
@@ -128,7 +128,7 @@ def test_a_resource_claim_is_judged_too(policy):
     claim = tolerating(BLANKET)
     claim["kind"] = "ResourceClaim"
     claim["spec"] = claim["spec"]["spec"]
-    (v,) = evaluate(policy, claim, namespace=NS).violations
+    (v,) = report(policy, Request(claim, namespace=NS)).violations
     assert v.path == "spec.devices.requests[0].exactly.tolerations[0]"
 
 
@@ -143,7 +143,7 @@ def test_a_pod_naming_a_tolerant_template_is_denied(policy):
 def test_a_non_gpu_request_is_not_judged(policy):
     cluster = cluster_of(NIC)
     nic = rct("nic", exactly("rdma-nic.example.com", tolerations=[BLANKET]))
-    assert not evaluate(policy, nic, namespace=NS, cluster=cluster).relevant
+    assert not report(policy, Request(nic, namespace=NS, cluster=cluster)).relevant
 
 
 ALLOWING = """
@@ -170,17 +170,17 @@ def test_the_entitlement_allows_device_taints_per_class_or_pool(policy):
     reserved = {"key": "example.com/reserved", "operator": "Exists"}
     custom = allowing_policy("class")
     training = {"gpu-admission.io/tier": "training"}
-    assert evaluate(custom, tolerating(reserved), namespace=NS, namespace_labels=training).violations == ()
+    assert report(custom, Request(tolerating(reserved), namespace=NS, namespace_labels=training)).violations == ()
     serving = {"gpu-admission.io/tier": "serving"}  # a namespace not entitled to training may not
-    assert evaluate(custom, tolerating(reserved), namespace=NS, namespace_labels=serving).violations
+    assert report(custom, Request(tolerating(reserved), namespace=NS, namespace_labels=serving)).violations
     # a pod of another class may not, even in the training namespace
     cluster = cluster_of(tolerating(reserved, name="r"), complete=True)
     infer = run(custom, claim_pod("r", meta=intent("inference")), training=True, cluster=cluster)
     assert "device-taint-tolerated" in rules(infer)
     # '*' on the pool allows a blanket toleration to its tenants
     pool = allowing_policy("pool")
-    assert evaluate(pool, tolerating(BLANKET), namespace=NS, namespace_labels=training).violations == ()
-    assert evaluate(pool, tolerating(BLANKET), namespace=NS, namespace_labels=serving).violations
+    assert report(pool, Request(tolerating(BLANKET), namespace=NS, namespace_labels=training)).violations == ()
+    assert report(pool, Request(tolerating(BLANKET), namespace=NS, namespace_labels=serving)).violations
 
 
 # --- the scheduler's extended-resource-claim marker ----------------------------------------------------
@@ -203,16 +203,20 @@ def test_only_the_scheduler_may_mark_a_claim(policy):
         ("ResourceClaim", "metadata.annotations"),
         ("ResourceClaimTemplate", "spec.metadata.annotations"),
     ):
-        alice = evaluate(policy, marked(kind), namespace=NS, requester=Requester("alice", ("system:authenticated",)))
+        alice = report(
+            policy, Request(marked(kind), namespace=NS, requester=Requester("alice", ("system:authenticated",)))
+        )
         (v,) = alice.violations
         assert v.rule == "scheduler-claim-forged" and not alice.allowed
         assert v.path == f"{at}[{EXTENDED_RESOURCE_CLAIM_ANNOTATION}]" and "'alice'" in v.message
-        offline = evaluate(policy, marked(kind), namespace=NS)  # check: a manifest is a user's
+        offline = report(policy, Request(marked(kind), namespace=NS))  # check: a manifest is a user's
         assert [x.rule for x in offline.violations] == ["scheduler-claim-forged"]
-        scheduler = evaluate(policy, marked(kind), namespace=NS, requester=Requester(SCHEDULER_USERNAME))
+        scheduler = report(policy, Request(marked(kind), namespace=NS, requester=Requester(SCHEDULER_USERNAME)))
         assert scheduler.violations == () and scheduler.relevant
         # a group name is not the scheduler's identity
-        group = evaluate(policy, marked(kind), namespace=NS, requester=Requester("mallory", (SCHEDULER_USERNAME,)))
+        group = report(
+            policy, Request(marked(kind), namespace=NS, requester=Requester("mallory", (SCHEDULER_USERNAME,)))
+        )
         assert group.violations
 
 
@@ -221,14 +225,20 @@ def test_an_update_that_adds_the_marker_is_denied_and_one_that_keeps_it_is_not(p
     plain["kind"] = "ResourceClaim"
     plain["spec"] = plain["spec"]["spec"]
     alice = Requester("alice")
-    added = evaluate(
-        policy, marked("ResourceClaim"), operation="UPDATE", old_object=plain, namespace=NS, requester=alice
+    added = report(
+        policy, Request(marked("ResourceClaim"), operation="UPDATE", old_object=plain, namespace=NS, requester=alice)
     )
     assert [v.rule for v in added.violations] == ["scheduler-claim-forged"]
-    kept = evaluate(
-        policy, marked("ResourceClaim"), operation="UPDATE", old_object=marked("ResourceClaim"), namespace=NS,
-        requester=Requester("system:serviceaccount:kube-system:resourceclaim-controller"),
-    )  # fmt: skip
+    kept = report(
+        policy,
+        Request(
+            marked("ResourceClaim"),
+            operation="UPDATE",
+            old_object=marked("ResourceClaim"),
+            namespace=NS,
+            requester=Requester("system:serviceaccount:kube-system:resourceclaim-controller"),
+        ),
+    )
     assert kept.violations == ()
 
 
@@ -284,7 +294,7 @@ def test_a_request_is_rounded_up_to_the_request_policy(policy):
         (ask,) = request.capacity
         assert ask.allocated == allocated * GIB and ask.devices == 1, (slice_policy, asked)
         assert request.memory == allocated * GIB  # what the counts and memory rules judge
-        decision = evaluate(policy, memory(asked), namespace=NS, cluster=cluster, explain=True)
+        decision = explain(policy, Request(memory(asked), namespace=NS, cluster=cluster))
         assert decision.violations == ()
         if allocated * GIB != int(ask.requested):
             assert any(f"will be allocated as {allocated}Gi" in line for line in decision.explanation)
@@ -297,19 +307,19 @@ def test_a_request_is_rounded_up_to_the_request_policy(policy):
 def test_a_request_no_device_can_satisfy_is_denied_with_the_largest_valid_value(policy):
     for slice_policy, asked, largest in ((RANGE, "100Gi", "80Gi"), (VALUES, "50Gi", "40Gi"), (None, "96Gi", "80Gi")):
         cluster = with_slices(resource_slice("a", policy=slice_policy), resource_slice("b", policy=slice_policy))
-        decision = evaluate(policy, memory(asked), namespace=NS, cluster=cluster)
+        decision = report(policy, Request(memory(asked), namespace=NS, cluster=cluster))
         (v,) = decision.violations
         assert v.rule == "claim-capacity-unsatisfiable" and not decision.allowed
         assert v.message.startswith(f"ask for at most {largest}:") and "2 device(s)" in v.message
         assert v.path == "spec.spec.devices.requests[0].exactly.capacity.requests[memory]"
     # the largest of several devices counts: one that fits is enough
     mixed = with_slices(resource_slice("a", policy=VALUES), resource_slice("b", policy=RANGE))
-    assert evaluate(policy, memory("50Gi"), namespace=NS, cluster=mixed).violations == ()
+    assert report(policy, Request(memory("50Gi"), namespace=NS, cluster=mixed)).violations == ()
     # another driver's devices say nothing about this class
     other = with_slices(resource_slice("a", driver="gpu.amd.com", policy=VALUES))
-    assert evaluate(policy, memory("50Gi"), namespace=NS, cluster=other).violations == ()
+    assert report(policy, Request(memory("50Gi"), namespace=NS, cluster=other)).violations == ()
     # no slices known: nothing to judge, nothing denied
-    assert evaluate(policy, memory("500Gi"), namespace=NS).violations == ()
+    assert report(policy, Request(memory("500Gi"), namespace=NS)).violations == ()
 
 
 def test_a_pod_naming_an_unsatisfiable_template_is_denied(policy):
@@ -487,17 +497,19 @@ def test_the_policys_own_device_taints_are_known():
     )
     custom = load_policy_texts([("default.yaml", text)])
     assert custom.device_taints["example.com/reserved"] == "NoSchedule"
-    info = evaluate(custom, tolerating({"key": "example.com/info", "operator": "Exists"}), namespace=NS)
+    info = report(custom, Request(tolerating({"key": "example.com/info", "operator": "Exists"}), namespace=NS))
     assert info.violations == ()
-    (v,) = evaluate(custom, tolerating({"key": "example.com/reserved", "operator": "Exists"}), namespace=NS).violations
+    (v,) = report(
+        custom, Request(tolerating({"key": "example.com/reserved", "operator": "Exists"}), namespace=NS)
+    ).violations
     assert "example.com/reserved (NoSchedule" in v.message
 
 
 def test_a_claim_in_an_unknown_namespace_gets_no_entitlement():
     custom = allowing_policy("pool")  # '*' on the training pool: everyone-else may tolerate anything
-    assert evaluate(custom, tolerating(BLANKET), namespace=NS).violations == ()
+    assert report(custom, Request(tolerating(BLANKET), namespace=NS)).violations == ()
     unknown = Cluster(unknown_namespaces=frozenset({NS}))
-    assert [v.rule for v in evaluate(custom, tolerating(BLANKET), namespace=NS, cluster=unknown).violations] == [
+    assert [v.rule for v in report(custom, Request(tolerating(BLANKET), namespace=NS, cluster=unknown)).violations] == [
         "device-taint-tolerated"
     ]
 
@@ -526,8 +538,8 @@ def test_hostile_claim_shapes_and_slices_never_raise(policy):
     ]  # fmt: skip
     cluster = Cluster(resource_slices=slices)
     for obj in claims:
-        decision = evaluate(policy, obj, cluster=cluster, operation="UPDATE", old_object=claims[0])
+        decision = report(policy, Request(obj, cluster=cluster, operation="UPDATE", old_object=claims[0]))
         assert decision.violations == ()
     # a readable device still judges: 100Gi is more than the only readable card's 8Gi
-    (v,) = evaluate(policy, memory("100Gi"), namespace=NS, cluster=cluster).violations
+    (v,) = report(policy, Request(memory("100Gi"), namespace=NS, cluster=cluster)).violations
     assert v.message.startswith("ask for at most 8Gi") and "1 device(s)" in v.message

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from tests.engine.helpers import container, intent, pod, rules, run
+from webhook.engine import Stage
 from webhook.policy import load_policy
 from webhook.render import RenderOptions
 from webhook.render.claimtemplates import render as render_templates
@@ -81,7 +82,7 @@ def test_intent_becomes_a_claim_on_the_platform_template(dra_policy, annotations
 def test_the_judged_output_is_the_claim(dra_policy):
     """/validate of the mutated pod resolves the claim from the policy's own templates: same verdict."""
     decision = run(dra_policy, gpu_pod(gpu_memory="4Gi"), namespace="team-a")
-    again = run(dra_policy, decision.mutated, namespace="team-a", as_received=True)
+    again = run(dra_policy, decision.mutated, namespace="team-a", stage=Stage.STORED)
     assert again.allowed and not again.violations
     assert again.waste is not None and again.waste.device_bytes == 4864 * 2**20  # 1g.5gb: 4.75Gi usable
 

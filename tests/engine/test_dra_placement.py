@@ -20,7 +20,7 @@ import yaml
 from tests.conftest import SERVING_NS
 from tests.engine.helpers import container, intent, pod, rules, run, violation
 from tests.engine.test_dra import claim_pod, cluster_of, exactly, rct
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, report
 from webhook.engine.model.cluster import Cluster
 from webhook.policy import load_policy_texts
 
@@ -219,16 +219,16 @@ def test_a_stored_class_pod_on_a_dra_pool_without_its_claim_is_placement_missing
     limits = {"cpu": "1", "memory": "1Gi"}
     obj = pod(intent("inference", gpu_memory="4Gi"), [container("server", limits=limits, requests=limits)])
     mutated = run(PIN, obj, namespace=NS).mutated
-    assert "placement-missing" not in rules(run(PIN, mutated, namespace=NS, as_received=True))
+    assert "placement-missing" not in rules(run(PIN, mutated, namespace=NS, stage=Stage.STORED))
     stored = copy.deepcopy(mutated)
     strip(stored["spec"])
-    v = violation(run(PIN, stored, namespace=NS, as_received=True), "placement-missing")
+    v = violation(run(PIN, stored, namespace=NS, stage=Stage.STORED), "placement-missing")
     assert "gpu-admission-mig-1g-5gb" in v.message and "create it again" in v.message
 
 
 def test_an_unmutated_class_pod_on_a_dra_pool_is_placement_missing():
     obj = pod(intent("inference", gpu_memory="4Gi"))
-    found = [v for v in run(PIN, obj, namespace=NS, as_received=True).violations if v.rule == "placement-missing"]
+    found = [v for v in run(PIN, obj, namespace=NS, stage=Stage.STORED).violations if v.rule == "placement-missing"]
     assert any(v.path == "spec.resourceClaims" for v in found), [v.render() for v in found]
 
 
@@ -256,7 +256,7 @@ def test_a_cel_profile_the_pools_model_does_not_offer_is_mig_profile_unavailable
 
 def test_a_profile_no_gpu_model_offers_is_reported_without_a_pool(policy):
     cluster = cluster_of(rct("odd", exactly("mig-1g-1gb.gpu.nvidia.com")))
-    decision = evaluate(DENY, claim_pod("odd"), cluster=cluster, namespace=NS)  # not pinned: deny mode
+    decision = report(DENY, Request(claim_pod("odd"), cluster=cluster, namespace=NS))  # not pinned: deny mode
     assert "mig-profile-unavailable" in rules(decision)
 
 

@@ -2,8 +2,8 @@
 controllers, with every forgery a tenant with create rights on Pods and Deployments could try.
 
 The policy is ``tests/engine/policies/exceptions`` (its own platform, exceptions in a second file). The
-objects go through the engine the way the server calls it: ``/mutate`` (``validate=False``) writes the
-grants, the patched object is what the apiserver stores, ``/validate`` (``as_received=True``) judges it.
+objects go through the engine the way the server calls it: ``/mutate`` (the ``mutate`` entry) writes the
+grants, the patched object is what the apiserver stores, ``/validate`` (``Stage.STORED``) judges it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any
 import jsonpatch
 import pytest
 
-from webhook.engine import Decision, evaluate
+from webhook import engine
+from webhook.engine import Decision, Request, Stage, explain, report
 from webhook.engine.model.grants import GRANT_NAME, GrantKeys, issue, read_grants
 from webhook.engine.model.requester import Requester
 from webhook.policy import PolicyError, load_policy, load_policy_texts
@@ -72,20 +73,30 @@ def a_deployment(name: str = "dcgm") -> dict[str, Any]:
     }
 
 
-def judge(policy, obj, who: Requester | None, *, today: date | None = TODAY, keys=KEYS, **kw: Any) -> Decision:
-    """``/validate``: the object as stored, judged for the requester."""
-    return evaluate(
-        policy, obj, namespace=NS, namespace_labels=LABELS, requester=who, today=today, grant_keys=keys,
-        as_received=True, **kw,
-    )  # fmt: skip
+def judge(
+    policy, obj, who: Requester | None, *, today: date | None = TODAY, keys=KEYS, entry=report, **kw: Any
+) -> Decision:
+    """``/validate``: the object as stored, judged for the requester (``entry``: ``explain`` for the trace)."""
+    return entry(
+        policy,
+        Request(
+            obj,
+            namespace=NS,
+            namespace_labels=LABELS,
+            requester=who,
+            today=today,
+            grant_keys=keys,
+            stage=Stage.STORED,
+            **kw,
+        ),
+    )
 
 
 def mutate(policy, obj, who: Requester | None, **kw: Any) -> dict[str, Any]:
     """``/mutate`` and the apiserver applying its patch: what gets stored."""
-    decision = evaluate(
-        policy, obj, namespace=NS, namespace_labels=LABELS, requester=who, today=TODAY, grant_keys=KEYS,
-        validate=False, **kw,
-    )  # fmt: skip
+    decision = engine.mutate(
+        policy, Request(obj, namespace=NS, namespace_labels=LABELS, requester=who, today=TODAY, grant_keys=KEYS, **kw)
+    )
     return jsonpatch.apply_patch(obj, list(decision.patch)) if decision.patch else copy.deepcopy(obj)
 
 
@@ -174,10 +185,17 @@ def test_no_requester_no_exception(policy):
 
 
 def test_the_namespace_selector_decides_where(policy):
-    d = evaluate(
-        policy, placed(policy, a_pod(), ALICE), namespace="web", namespace_labels={"team": "web"},
-        requester=ALICE, today=TODAY, as_received=True,
-    )  # fmt: skip
+    d = report(
+        policy,
+        Request(
+            placed(policy, a_pod(), ALICE),
+            namespace="web",
+            namespace_labels={"team": "web"},
+            requester=ALICE,
+            today=TODAY,
+            stage=Stage.STORED,
+        ),
+    )
     assert verdict(d) == ("deny", None)
 
 
@@ -210,7 +228,7 @@ def test_an_exception_stops_applying_on_its_expiry_day(policy, today, expected):
 
 
 def test_the_trace_says_which_exception_held_and_why(policy):
-    d = judge(policy, placed(policy, a_pod(), ALICE), ALICE, explain=True)
+    d = judge(policy, placed(policy, a_pod(), ALICE), ALICE, entry=explain)
     assert "exception dcgm-diag: requester User:alice matches" in d.explanation
     assert any(line.startswith("rule privileged-gpu: audit (exception dcgm-diag)") for line in d.explanation)
 

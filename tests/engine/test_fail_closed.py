@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.engine.helpers import container, intent, pod, rules, run, violation
+from webhook.engine import Stage
 
 # str.isdigit() is true of each; int() takes some (Arabic-Indic, fullwidth, Bengali), not all
 UNICODE_DIGITS = ["²", "\u0663", "\uff11", "\u09ea", "1²"]
@@ -49,7 +50,7 @@ def test_a_gpu_memory_of_thousands_of_digits_is_intent_invalid(policy):
 @pytest.mark.parametrize("as_received", [False, True])
 def test_a_gpu_resource_of_thousands_of_digits_is_denied(policy, as_received):
     obj = pod(None, [container(limits={"nvidia.com/gpu": HUGE})])
-    decision = run(policy, obj, training=True, as_received=as_received)
+    decision = run(policy, obj, training=True, stage=Stage.STORED if as_received else Stage.MANIFEST)
     assert not decision.allowed
     assert "extended-resource" in rules(decision)
 

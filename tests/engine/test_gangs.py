@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.engine.helpers import assert_valid, container, intent, job, mutated, pod, rules, run, vcjob, violation
+from webhook.engine import Stage, explain
 from webhook.policy import load_policy
 
 GPU8 = {"nvidia.com/gpu": "8"}
@@ -92,7 +93,7 @@ def test_task_min_available_above_replicas_on_update(policy):
 
 def test_negative_replicas_are_unschedulable_and_never_planned_as_a_negative_gang(policy):
     obj = training_vcjob([task("worker", -1)])
-    d = run(policy, obj, training=True, explain=True)
+    d = run(policy, obj, training=True, entry=explain)
     v = violation(d, "gang-unschedulable")
     assert v.path == "spec.tasks[0].replicas" and "replicas -1" in v.message
     assert not any("-1 pod" in line for line in d.explanation), d.explanation
@@ -143,7 +144,7 @@ def test_depends_on_gang_raised_on_update(policy):
 def test_depends_on_with_volcano_default_min_available_as_received(policy):
     # judged as the apiserver will store it (our mutation did not run): Volcano then defaults
     # minAvailable to Σ task minAvailable, which counts the dependent task
-    v = violation(run(policy, _staged(None), training=True, as_received=True), "gang-unschedulable")
+    v = violation(run(policy, _staged(None), training=True, stage=Stage.STORED), "gang-unschedulable")
     assert v.path == "spec.tasks[1].dependsOn" and "set minAvailable: 1" in v.message
 
 
@@ -375,7 +376,7 @@ def test_kueue_pod_group_both_keys_are_the_exact_kueue_message(providers):
 
 def test_a_user_written_total_count_is_the_gang_without_gang_size(providers):
     # the user spelled the group in Kueue's keys only: that is the gang (2 pods), not a single pod
-    d = run(providers, _kueue_pod({GROUP: "g1"}, {TOTAL: "2"}), explain=True)
+    d = run(providers, _kueue_pod({GROUP: "g1"}, {TOTAL: "2"}), entry=explain)
     assert any("gang: backend kueue, 2 pod(s), name g1" in line for line in d.explanation), d.explanation
     assert "gang-required" not in rules(d) and "workload-invalid" not in rules(d)
     v = violation(run(providers, _kueue_pod({GROUP: "g1"}, {TOTAL: "3"}, gang_size=2)), "gang-incomplete")

@@ -22,7 +22,7 @@ from tests.engine.helpers import (
 )
 from tests.engine.helpers import violation as find
 from webhook.check.waste import WasteTotals, describe
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.policy import load_policy, load_policy_texts
 from webhook.render import RenderOptions
 from webhook.render.claimtemplates import render as render_templates
@@ -243,7 +243,7 @@ def test_time_slicing_warns_that_memory_is_not_enforced_and_counts_the_card_once
 
 
 def test_time_slicing_without_memory_is_not_a_whole_card_each(shared):
-    d = evaluate(shared, pod(intent("share", pool="ts")), namespace="team")
+    d = report(shared, Request(pod(intent("share", pool="ts")), namespace="team"))
     assert d.allowed and d.waste is not None and d.waste.shared
     assert "whole-gpu-waste" not in rules(d)
 

@@ -10,7 +10,7 @@ import yaml
 
 from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, job, pod, rules, run, violation
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.engine.model.decision import Action
 from webhook.policy import load_policy_texts
 
@@ -79,7 +79,7 @@ def test_intent_keys_other_domains_and_other_prefixes_are_not_findings(policy):
         {"gpu-admission.io/gpu-memory": "4Gi", "gpu-admission.iox/gpus": "1", "example.com/gpu-mem": "4Gi"},
     )
     assert RULE not in rules(run(policy, obj))
-    assert not evaluate(policy, _pod({"app": "nb"}, {"note": "x"})).relevant  # a plain pod stays skipped
+    assert not report(policy, Request(_pod({"app": "nb"}, {"note": "x"}))).relevant  # a plain pod stays skipped
 
 
 def _with_rules(rules_block: dict, prefix: str | None = None):
@@ -93,14 +93,14 @@ def _with_rules(rules_block: dict, prefix: str | None = None):
 @pytest.mark.parametrize(("action", "allowed"), [("deny", False), ("off", True)])
 def test_the_action_is_the_policys(action, allowed):
     policy = _with_rules({RULE: {"action": action}})
-    decision = evaluate(policy, _pod({"gpu-admission.io/workload": "dev"}, {"gpu-admission.io/gpu-mem": "4Gi"}))
+    decision = report(policy, Request(_pod({"gpu-admission.io/workload": "dev"}, {"gpu-admission.io/gpu-mem": "4Gi"})))
     assert decision.allowed is allowed and (RULE in rules(decision)) is (action == "deny")
 
 
 def test_a_policy_prefix_is_the_one_judged():
     policy = _with_rules({}, prefix="gpus.example.com")
     obj = _pod({"gpus.example.com/workload": "dev"}, {"gpus.example.com/gpu-mem": "4Gi", "gpu-admission.io/x": "1"})
-    (found,) = [v for v in evaluate(policy, obj).violations if v.rule == RULE]
+    (found,) = [v for v in report(policy, Request(obj)).violations if v.rule == RULE]
     assert "did you mean gpus.example.com/gpu-memory?" in found.message
 
 
@@ -108,6 +108,6 @@ def test_an_update_is_not_held_to_a_typo_the_stored_object_had(policy):
     old = _pod({"gpu-admission.io/workload": "dev"}, {"gpu-admission.io/gpu-mem": "4Gi"})
     new = copy.deepcopy(old)
     new["metadata"]["labels"]["app"] = "nb"
-    assert RULE not in rules(evaluate(policy, new, operation="UPDATE", old_object=old))
+    assert RULE not in rules(report(policy, Request(new, operation="UPDATE", old_object=old)))
     new["metadata"]["annotations"]["gpu-admission.io/gpu-modle"] = "A10"
-    assert RULE in rules(evaluate(policy, new, operation="UPDATE", old_object=old))
+    assert RULE in rules(report(policy, Request(new, operation="UPDATE", old_object=old)))

@@ -19,7 +19,7 @@ import yaml
 from tests.conftest import POLICIES, SERVING_NS
 from tests.engine.helpers import container, rules, run, schema_errors, violation
 from tests.engine.test_kinds import jobset, lws, mpijob, pytorchjob, raycluster, rayjob, tfjob, tpl
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, report
 from webhook.engine.model.workload import classify, templates
 from webhook.policy.loader import load_policy_texts
 
@@ -90,15 +90,19 @@ def test_trainjob_placement_lands_where_the_trainer_reads_it(policy):
     assert term["podAffinityTerm"]["labelSelector"] == {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "llm"}}
     assert schema_errors(out) == []
     # /validate sees the stored object: the placement is there, so placement-missing has nothing to say
-    stored = evaluate(
-        policy, out, namespace="team-a", namespace_labels={"gpu-admission.io/tier": "training"}, as_received=True
+    stored = report(
+        policy,
+        Request(out, namespace="team-a", namespace_labels={"gpu-admission.io/tier": "training"}, stage=Stage.STORED),
     )
     assert "placement-missing" not in rules(stored), [v.render() for v in stored.violations]
 
 
 def test_an_unmutated_trainjob_is_placement_missing_at_validate(policy):
-    d = evaluate(
-        policy, trainjob(), namespace="team-a", namespace_labels={"gpu-admission.io/tier": "training"}, as_received=True
+    d = report(
+        policy,
+        Request(
+            trainjob(), namespace="team-a", namespace_labels={"gpu-admission.io/tier": "training"}, stage=Stage.STORED
+        ),
     )
     v = violation(d, "placement-missing")
     assert v.path.startswith("spec.runtimePatches") and "workload=gpu-train" in v.message
@@ -166,7 +170,7 @@ spec:
 def test_a_pool_that_needs_resource_claims_is_denied_for_a_trainjob_saying_why():
     policy = load_policy_texts([("dra.yaml", DRA_POLICY)])
     meta = {"labels": {"gpu-admission.io/workload": "draining"}, "annotations": {"gpu-admission.io/gpus": "2"}}
-    d = evaluate(policy, trainjob(meta=meta), namespace="team-a")
+    d = report(policy, Request(trainjob(meta=meta), namespace="team-a"))
     v = violation(d, "intent-invalid")
     assert "resourceClaims" in v.message and "cannot set" in v.message and "runtime" in v.message
     assert not d.allowed

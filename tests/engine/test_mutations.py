@@ -22,7 +22,7 @@ from tests.engine.helpers import (
     vcjob,
     violation,
 )
-from webhook.engine import evaluate
+from webhook.engine import Request, explain, mutate, report
 from webhook.policy import load_policy
 
 PROVIDERS = Path(__file__).parent / "policies" / "providers.yaml"
@@ -64,8 +64,7 @@ def test_mig_mixed_picks_smallest_profile_that_holds_the_memory(policy, memory, 
     d = run(policy, pod(intent("inference", gpu_memory=memory)))
     assert limits(mutated(d)) == {resource: "1"}
     assert any(
-        resource in line
-        for line in evaluate(policy, pod(intent("inference", gpu_memory=memory)), explain=True).explanation
+        resource in line for line in explain(policy, Request(pod(intent("inference", gpu_memory=memory)))).explanation
     )
 
 
@@ -423,7 +422,7 @@ def test_opt_out_task_of_a_volcano_job(policy):
 
 
 def test_non_gpu_object_is_untouched(policy):
-    d = evaluate(policy, pod({"labels": {"app": "web"}}))
+    d = report(policy, Request(pod({"labels": {"app": "web"}})))
     assert not d.relevant and d.patch == () and d.violations == ()
 
 
@@ -434,12 +433,9 @@ def test_intent_on_metadata_of_the_pod_template_reads_label_from_template(policy
 
 
 def test_explanation_names_every_step_and_placements_are_structured(policy):
-    d = evaluate(
+    d = explain(
         policy,
-        vcjob(intent("training")),
-        namespace="llm",
-        namespace_labels={"gpu-admission.io/tier": "training"},
-        explain=True,
+        Request(vcjob(intent("training")), namespace="llm", namespace_labels={"gpu-admission.io/tier": "training"}),
     )
     text = "\n".join(d.explanation)
     assert "isolation exclusive (class default)" in text
@@ -462,5 +458,5 @@ def test_explanation_names_every_step_and_placements_are_structured(policy):
 
 def test_patch_only_mode_skips_rules_but_builds_the_same_patch(policy):
     obj = pod(intent("inference", gpu_memory="4Gi"))
-    full, patch_only = evaluate(policy, obj), evaluate(policy, obj, validate=False)
+    full, patch_only = report(policy, Request(obj)), mutate(policy, Request(obj))
     assert patch_only.patch == full.patch and patch_only.violations == () and full.violations

@@ -21,7 +21,7 @@ import pytest
 
 from tests.conftest import TRAINING_NS
 from tests.engine.helpers import assert_valid, container, intent, job, pod, rules, violation
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, mutate, report
 from webhook.engine.model.devices import inspect_pod
 from webhook.policy import load_policy_texts
 from webhook.quantity import GIB, MIB
@@ -31,9 +31,9 @@ SANDBOX = {"gpu-admission.io/tier": "sandbox"}  # dev only: the cGPU pool (maxGP
 
 def admit(policy, obj, labels=None, namespace="team-a", **kw):
     """/mutate, patch applied, then /validate on the stored object: (decision at /validate, stored object)."""
-    m = evaluate(policy, obj, namespace=namespace, namespace_labels=labels, validate=False, **kw)
+    m = mutate(policy, Request(obj, namespace=namespace, namespace_labels=labels, **kw))
     stored = jsonpatch.apply_patch(copy.deepcopy(obj), list(m.patch)) if m.patch else copy.deepcopy(obj)
-    v = evaluate(policy, stored, namespace=namespace, namespace_labels=labels, as_received=True, **kw)
+    v = report(policy, Request(stored, namespace=namespace, namespace_labels=labels, stage=Stage.STORED, **kw))
     return v, stored
 
 
@@ -274,7 +274,7 @@ def test_a_later_webhook_enlarging_the_gpu_container_is_judged_as_stored(policy)
     d, stored = admit(policy, pod(intent("dev", gpu_memory="4Gi")), labels=SANDBOX)
     assert d.allowed and stored["spec"]["containers"][0]["resources"]["limits"] == {"aliyun.com/gpu-mem": "4"}
     stored["spec"]["containers"][0]["resources"]["limits"]["aliyun.com/gpu-mem"] = "80"
-    v = evaluate(policy, stored, namespace="team-a", namespace_labels=SANDBOX, as_received=True)
+    v = report(policy, Request(stored, namespace="team-a", namespace_labels=SANDBOX, stage=Stage.STORED))
     assert "the pod holds 80Gi of GPU memory" in violation(v, "gpu-memory-exceeded").message
 
 
@@ -329,7 +329,7 @@ def test_container_intent_must_name_a_regular_container(policy, spec, part):
 
 def test_job_template_with_a_gpu_sidecar(policy):
     obj = job(intent("training", gpus=8), [container()], parallelism=1, initContainers=[sidecar(2)])
-    d = evaluate(policy, obj, namespace="team-a", namespace_labels=TRAINING_NS)
+    d = report(policy, Request(obj, namespace="team-a", namespace_labels=TRAINING_NS))
     v = violation(d, "gpu-count-exceeded")
     assert v.path == "spec.template.spec.initContainers[0].resources" and "10 GPUs per pod" in v.message
 
@@ -349,7 +349,7 @@ def test_deployment_template_is_judged_as_its_pods(policy):
             },
         },
     }
-    d = evaluate(policy, deploy, namespace="team-a", namespace_labels=SANDBOX)
+    d = report(policy, Request(deploy, namespace="team-a", namespace_labels=SANDBOX))
     v = violation(d, "gpu-memory-exceeded")
     assert v.path == "spec.template.spec.containers[1].resources" and not d.allowed
 
@@ -369,7 +369,7 @@ def test_pytorchjob_worker_template_with_an_extra_gpu_container(policy):
             }
         },
     }
-    d = evaluate(policy, obj, namespace="team-a", namespace_labels=TRAINING_NS)
+    d = report(policy, Request(obj, namespace="team-a", namespace_labels=TRAINING_NS))
     found = [v for v in d.violations if v.rule == "gpu-count-exceeded"]
     assert found and {v.path for v in found} == {
         "spec.pytorchReplicaSpecs.Worker.template.spec.containers[1].resources"
@@ -384,19 +384,21 @@ def test_update_that_adds_nothing_new_is_admitted_and_one_that_adds_a_sidecar_is
     """A suspended Job's template may change (the apiserver allows it): a label edit is no new finding,
     even on a Job whose stored template already exceeds the class; a GPU sidecar added is."""
     old = job(intent("training", gpus=8), [container()], parallelism=1, suspend=True)
-    m = evaluate(policy, old, namespace="team-a", namespace_labels=TRAINING_NS)
+    m = report(policy, Request(old, namespace="team-a", namespace_labels=TRAINING_NS))
     assert m.allowed, [v.render() for v in m.violations]
     old = jsonpatch.apply_patch(old, list(m.patch))
 
     def update(new, before):
-        return evaluate(
+        return report(
             policy,
-            new,
-            operation="UPDATE",
-            old_object=before,
-            namespace="team-a",
-            namespace_labels=TRAINING_NS,
-            as_received=True,
+            Request(
+                new,
+                operation="UPDATE",
+                old_object=before,
+                namespace="team-a",
+                namespace_labels=TRAINING_NS,
+                stage=Stage.STORED,
+            ),
         )
 
     relabelled = copy.deepcopy(old)

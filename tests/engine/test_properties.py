@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import TRAINING_NS
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.engine.patch import PatchBuilder, pointer
 
 KEY_CHARS = st.sampled_from(list("abz09-._/~"))
@@ -89,11 +89,11 @@ def intent_objects(draw):
 def test_patch_applies_equals_mutated_and_is_idempotent(policy, obj, training):
     labels = TRAINING_NS if training else None
     before = copy.deepcopy(obj)
-    d = evaluate(policy, obj, namespace="ns", namespace_labels=labels)
+    d = report(policy, Request(obj, namespace="ns", namespace_labels=labels))
     assert obj == before
     applied = jsonpatch.apply_patch(obj, list(d.patch))
     assert applied == d.mutated
-    again = evaluate(policy, applied, namespace="ns", namespace_labels=labels)
+    again = report(policy, Request(applied, namespace="ns", namespace_labels=labels))
     assert again.patch == ()
     assert [v.rule for v in again.violations] == [v.rule for v in d.violations] or not d.patch
 

@@ -3,7 +3,7 @@ namespace: entitled to inference and batch, so to pool infer-a100, never train-h
 
 Each test is one way onto nodes or devices beyond the grant. The admission path is emulated as the
 apiserver runs it: ``/mutate`` (our patch applied with jsonpatch), then ``/validate`` on the stored
-object (``as_received=True``). A test passes when the attack is denied, or when what gets stored can no
+object (``Stage.STORED``). A test passes when the attack is denied, or when what gets stored can no
 longer reach the pool (the raw request was pinned)."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, job, pod, rules, violation
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, mutate, report
 
 GPU1 = {"nvidia.com/gpu": "1"}
 BLANKET = [{"operator": "Exists"}]
@@ -31,9 +31,9 @@ SANDBOX = {"gpu-admission.io/tier": "sandbox"}  # entitled to dev only (the cGPU
 
 def admit(policy, obj, labels=SERVING, namespace="team-a", **kw):
     """/mutate, patch applied, then /validate on the stored object: (decision at /validate, stored object)."""
-    m = evaluate(policy, obj, namespace=namespace, namespace_labels=labels, validate=False, **kw)
+    m = mutate(policy, Request(obj, namespace=namespace, namespace_labels=labels, **kw))
     stored = jsonpatch.apply_patch(copy.deepcopy(obj), list(m.patch)) if m.patch else copy.deepcopy(obj)
-    v = evaluate(policy, stored, namespace=namespace, namespace_labels=labels, as_received=True, **kw)
+    v = report(policy, Request(stored, namespace=namespace, namespace_labels=labels, stage=Stage.STORED, **kw))
     return v, stored
 
 
@@ -118,11 +118,11 @@ def test_raw_daemonset_reaches_every_pool_it_tolerates(policy):
             },
         },
     }
-    d = evaluate(policy, ds, namespace="team-a", namespace_labels=SERVING)
+    d = report(policy, Request(ds, namespace="team-a", namespace_labels=SERVING))
     assert "pool-spoofing" in rules(d) and not d.allowed
     ok = copy.deepcopy(ds)
     ok["spec"]["template"]["spec"]["nodeSelector"] = {"workload": "gpu-infer"}
-    assert "pool-spoofing" not in rules(evaluate(policy, ok, namespace="team-a", namespace_labels=SERVING))
+    assert "pool-spoofing" not in rules(report(policy, Request(ok, namespace="team-a", namespace_labels=SERVING)))
 
 
 # found by the scheduler oracle (tests/oracle): Kubernetes 1.35's TaintTolerationComparisonOperators lets a
@@ -155,7 +155,7 @@ def test_numeric_toleration_operator_reaches_a_pool_from_a_daemonset(policy):
             },
         },
     }
-    d = evaluate(policy, ds, namespace="team-a", namespace_labels=SANDBOX)
+    d = report(policy, Request(ds, namespace="team-a", namespace_labels=SANDBOX))
     v = violation(d, "pool-spoofing")
     assert "infer-a100" in v.message and not d.allowed
 
@@ -271,23 +271,25 @@ def test_class_pod_affinity_or_term_onto_training(policy):
 
 def test_class_pod_stored_unmutated_is_placement_missing(policy):
     obj = pod(intent("inference", gpu_memory="4Gi"))
-    d = evaluate(policy, obj, namespace="team-a", namespace_labels=SERVING, as_received=True)
+    d = report(policy, Request(obj, namespace="team-a", namespace_labels=SERVING, stage=Stage.STORED))
     v = violation(d, "placement-missing")
     assert not d.allowed and "infer-a100" in v.message
 
 
 def test_later_webhook_removed_the_pool_selector(policy):
-    m = evaluate(
+    m = mutate(
         policy,
-        pod(intent("training", gpus=8), [container()]),
-        namespace="t",
-        namespace_labels={"gpu-admission.io/tier": "training"},
-        validate=False,
+        Request(
+            pod(intent("training", gpus=8), [container()]),
+            namespace="t",
+            namespace_labels={"gpu-admission.io/tier": "training"},
+        ),
     )
     stored = jsonpatch.apply_patch(pod(intent("training", gpus=8), [container()]), list(m.patch))
     del stored["spec"]["nodeSelector"]
-    d = evaluate(
-        policy, stored, namespace="t", namespace_labels={"gpu-admission.io/tier": "training"}, as_received=True
+    d = report(
+        policy,
+        Request(stored, namespace="t", namespace_labels={"gpu-admission.io/tier": "training"}, stage=Stage.STORED),
     )
     v = violation(d, "placement-missing")
     assert v.path == "spec.nodeSelector" and "workload=gpu-train" in v.message
@@ -299,26 +301,26 @@ def test_a_pool_toleration_removed_or_respelled_after_our_mutation(policy):
     its default, the list reordered) is not."""
     training = {"gpu-admission.io/tier": "training"}
     sent = pod(intent("training", gpus=8), [container()])
-    m = evaluate(policy, copy.deepcopy(sent), namespace="t", namespace_labels=training, validate=False)
+    m = mutate(policy, Request(copy.deepcopy(sent), namespace="t", namespace_labels=training))
     stored = jsonpatch.apply_patch(sent, list(m.patch))
     gpu, workload = stored["spec"]["tolerations"]
     assert workload["operator"] == "Equal"
 
     removed = copy.deepcopy(stored)
     removed["spec"]["tolerations"] = [gpu]
-    d = evaluate(policy, removed, namespace="t", namespace_labels=training, as_received=True)
+    d = report(policy, Request(removed, namespace="t", namespace_labels=training, stage=Stage.STORED))
     v = violation(d, "placement-missing")
     assert not d.allowed and v.path == "spec.tolerations" and "workload=gpu-train Equal" in v.message, v.render()
 
     respelled = copy.deepcopy(stored)
     respelled["spec"]["tolerations"] = [{k: v for k, v in workload.items() if k != "operator"}, gpu]
-    d = evaluate(policy, respelled, namespace="t", namespace_labels=training, as_received=True)
+    d = report(policy, Request(respelled, namespace="t", namespace_labels=training, stage=Stage.STORED))
     assert "placement-missing" not in rules(d), [x.render() for x in d.violations]
 
 
 def test_raw_request_stored_unpinned_is_placement_missing(policy):
     obj = pod({}, [container(limits=GPU1)])
-    d = evaluate(policy, obj, namespace="team-a", namespace_labels=SERVING, as_received=True)
+    d = report(policy, Request(obj, namespace="team-a", namespace_labels=SERVING, stage=Stage.STORED))
     assert "placement-missing" in rules(d) and not d.allowed
 
 
@@ -410,7 +412,7 @@ def test_privileged_gpu_attacks(policy, where, make):
 
 
 def test_privileged_pod_that_cannot_reach_a_gpu_pool_is_not_our_business(policy):
-    d = evaluate(policy, pod({}, [container(securityContext={"privileged": True})]), namespace="team-a")
+    d = report(policy, Request(pod({}, [container(securityContext={"privileged": True})]), namespace="team-a"))
     assert not d.relevant
 
 

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.engine.helpers import container, intent, job, pod, vcjob
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=True) | st.text(max_size=8),
@@ -57,7 +57,7 @@ def test_any_field_replaced_by_any_json_value_is_handled(policy, seed, data, val
     path = data.draw(st.sampled_from(paths))
     obj = _replace(seed, path, value)
     labels = {"gpu-admission.io/tier": "training"} if training else None
-    decision = evaluate(policy, obj, operation=operation, namespace="ns", namespace_labels=labels)
+    decision = report(policy, Request(obj, operation=operation, namespace="ns", namespace_labels=labels))
     assert isinstance(decision.allowed, bool)
     for v in decision.violations:
         assert v.rule and v.message
@@ -65,5 +65,5 @@ def test_any_field_replaced_by_any_json_value_is_handled(policy, seed, data, val
 
 @given(value=json_values)
 def test_any_top_level_value(policy, value):
-    decision = evaluate(policy, value)
+    decision = report(policy, Request(value))
     assert decision.relevant is False or isinstance(value, dict)

@@ -15,7 +15,7 @@ import yaml
 
 from tests.conftest import POLICIES, SERVING_NS, TRAINING_NS
 from tests.engine.helpers import container, intent, job, pod, rules, vcjob, violation
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, mutate, report
 from webhook.policy import load_policy_texts
 
 GPU1 = {"nvidia.com/gpu": "1"}
@@ -23,14 +23,17 @@ RULE = "scheduling-not-allowed"
 
 
 def admit(policy, obj, labels=SERVING_NS, namespace="team-a"):
-    m = evaluate(policy, obj, namespace=namespace, namespace_labels=labels, validate=False)
+    m = mutate(policy, Request(obj, namespace=namespace, namespace_labels=labels))
     stored = jsonpatch.apply_patch(copy.deepcopy(obj), list(m.patch)) if m.patch else copy.deepcopy(obj)
-    return evaluate(policy, stored, namespace=namespace, namespace_labels=labels, as_received=True), stored
+    return report(policy, Request(stored, namespace=namespace, namespace_labels=labels, stage=Stage.STORED)), stored
 
 
 def update(policy, new, old, labels=SERVING_NS):
-    return evaluate(
-        policy, new, operation="UPDATE", old_object=old, namespace="team-a", namespace_labels=labels, as_received=True
+    return report(
+        policy,
+        Request(
+            new, operation="UPDATE", old_object=old, namespace="team-a", namespace_labels=labels, stage=Stage.STORED
+        ),
     )
 
 
@@ -107,11 +110,13 @@ def test_a_pytorchjob_gang_priority_is_judged_like_a_pods(policy):
 
 
 def test_a_deployment_template_with_system_cluster_critical_is_denied(policy):
-    d = evaluate(
+    d = report(
         policy,
-        deployment(intent("inference", gpu_memory="4Gi"), priorityClassName="system-cluster-critical"),
-        namespace="team-a",
-        namespace_labels=SERVING_NS,
+        Request(
+            deployment(intent("inference", gpu_memory="4Gi"), priorityClassName="system-cluster-critical"),
+            namespace="team-a",
+            namespace_labels=SERVING_NS,
+        ),
     )
     v = violation(d, RULE)
     assert v.path == "spec.template.spec.priorityClassName" and "reserved for cluster-critical" in v.message
@@ -167,7 +172,7 @@ def test_a_class_stored_with_the_default_scheduler_when_it_requires_another_is_d
     obj = pod(intent("dev", gpu_memory="4Gi"), schedulerName="default-scheduler")
     mutated, _ = admit(pol, obj, labels={})
     assert mutated.allowed and RULE not in rules(mutated)  # our mutation replaced it
-    stored = evaluate(pol, obj, namespace="team-a", namespace_labels={}, as_received=True)
+    stored = report(pol, Request(obj, namespace="team-a", namespace_labels={}, stage=Stage.STORED))
     assert "is scheduled by 'kai-scheduler'" in violation(stored, RULE).message
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from tests.engine.helpers import rules
 from webhook.cli import main
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.render import render
 from webhook.render import webhooks as hooks
 
@@ -46,7 +46,7 @@ def mpijob_v1(workers: int = 2, **spec) -> dict:
 
 
 def test_a_v1_mpijob_is_mutated_on_every_template_and_gets_a_full_gang(policy):
-    d = evaluate(policy, mpijob_v1(), namespace="team-a")
+    d = report(policy, Request(mpijob_v1(), namespace="team-a"))
     assert d.relevant and d.allowed, [v.render() for v in d.violations]
     paths = {op["path"] for op in d.patch}
     assert any(p.startswith("/spec/mpiReplicaSpecs/Worker/template/spec/containers/0/resources") for p in paths)
@@ -59,14 +59,14 @@ def test_a_v1_mpijob_is_mutated_on_every_template_and_gets_a_full_gang(policy):
 def test_a_v1_mpijob_below_its_gang_is_gang_incomplete(policy):
     obj = mpijob_v1(workers=4)
     obj["spec"]["runPolicy"]["schedulingPolicy"] = {"minAvailable": 2}
-    d = evaluate(policy, obj, namespace="team-a")
+    d = report(policy, Request(obj, namespace="team-a"))
     assert "gang-incomplete" in rules(d), [v.render() for v in d.violations]
 
 
 def test_a_raw_gpu_v1_mpijob_is_judged_not_skipped(policy):
     obj = mpijob_v1()
     obj["spec"]["mpiReplicaSpecs"]["Worker"]["template"] = template(None, "worker", gpus=1)
-    d = evaluate(policy, obj, namespace="team-a")
+    d = report(policy, Request(obj, namespace="team-a"))
     assert d.relevant and "raw-gpu-request" in rules(d)
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from tests.conftest import POLICIES
 from tests.engine.helpers import container, intent, pod, rules, vcjob
-from webhook.engine import evaluate
+from webhook.engine import Request, explain, mutate, report
 from webhook.engine.model.cluster import Cluster
 from webhook.policy import load_policy
 
@@ -24,11 +24,11 @@ def training_job() -> dict:
 
 
 def test_the_catch_all_would_admit_it(policy):
-    assert evaluate(policy, training_job(), namespace="ghost").allowed  # what the unknown namespace got before
+    assert report(policy, Request(training_job(), namespace="ghost")).allowed  # what the unknown namespace got before
 
 
 def test_a_gpu_object_in_an_unknown_namespace_is_denied_and_says_retry(policy):
-    decision = evaluate(policy, training_job(), namespace="ghost", cluster=GHOST)
+    decision = report(policy, Request(training_job(), namespace="ghost", cluster=GHOST))
     assert not decision.allowed and rules(decision) == ["class-not-allowed"]
     (v,) = decision.violations
     assert v.path == "metadata.namespace" and v.message.startswith("namespace ghost unknown, retry")
@@ -36,23 +36,23 @@ def test_a_gpu_object_in_an_unknown_namespace_is_denied_and_says_retry(policy):
 
 
 def test_mutate_leaves_it_alone(policy):
-    decision = evaluate(policy, training_job(), namespace="ghost", cluster=GHOST, validate=False)
+    decision = mutate(policy, Request(training_job(), namespace="ghost", cluster=GHOST))
     assert decision.patch == () and decision.violations == () and decision.relevant
 
 
 def test_raw_gpu_requests_and_updates_are_denied_too(policy):
     raw = pod(containers=[container(limits={"nvidia.com/gpu": "1"})])
-    assert rules(evaluate(policy, raw, namespace="ghost", cluster=GHOST)) == ["class-not-allowed"]
+    assert rules(report(policy, Request(raw, namespace="ghost", cluster=GHOST))) == ["class-not-allowed"]
     old = training_job()
     new = training_job()
     new["metadata"]["labels"] = {"team": "b"}
-    update = evaluate(policy, new, namespace="ghost", cluster=GHOST, operation="UPDATE", old_object=old)
+    update = report(policy, Request(new, namespace="ghost", cluster=GHOST, operation="UPDATE", old_object=old))
     assert not update.allowed, "the old object's identical finding must not cancel the update's"
 
 
 def test_only_the_unknown_namespace_and_only_gpu_objects(policy):
-    assert evaluate(policy, training_job(), namespace="research", cluster=GHOST).allowed
-    cpu = evaluate(policy, pod(), namespace="ghost", cluster=GHOST)
+    assert report(policy, Request(training_job(), namespace="research", cluster=GHOST)).allowed
+    cpu = report(policy, Request(pod(), namespace="ghost", cluster=GHOST))
     assert cpu.allowed and not cpu.relevant
 
 
@@ -69,13 +69,13 @@ def test_exemptions_cannot_select_an_unknown_namespace_class_overrides_apply(tmp
     )
     (tmp_path / "p.yaml").write_text(text)
     policy = load_policy(tmp_path)
-    denied = evaluate(policy, training_job(), namespace="ghost", cluster=GHOST)
+    denied = report(policy, Request(training_job(), namespace="ghost", cluster=GHOST))
     assert not denied.allowed  # the exemption matches unlabelled namespaces, and this one is not known to be
     dev = pod(intent("dev", gpu_memory="4Gi"))
-    warned = evaluate(policy, dev, namespace="ghost", cluster=GHOST)
+    warned = report(policy, Request(dev, namespace="ghost", cluster=GHOST))
     assert warned.allowed and [v.action.value for v in warned.violations] == ["warn"]
 
 
 def test_explain_says_why(policy):
-    decision = evaluate(policy, training_job(), namespace="ghost", cluster=GHOST, explain=True)
+    decision = explain(policy, Request(training_job(), namespace="ghost", cluster=GHOST))
     assert any("unknown" in line for line in decision.explanation)

@@ -13,7 +13,7 @@ import jsonpatch
 import pytest
 
 from tests.engine.helpers import container, intent, job, pod, rules
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, explain, report
 from webhook.engine.model.cluster import Cluster
 from webhook.policy import load_policy
 
@@ -27,21 +27,23 @@ def providers():
 
 def _stored(policy, obj, labels=SERVING):
     """The object as the apiserver stores it after our /mutate and an admitting /validate."""
-    decision = evaluate(policy, obj, namespace="team", namespace_labels=labels)
+    decision = report(policy, Request(obj, namespace="team", namespace_labels=labels))
     assert decision.allowed, [v.render() for v in decision.denials]
     return jsonpatch.apply_patch(obj, list(decision.patch)) if decision.patch else copy.deepcopy(obj)
 
 
-def _update(policy, new, old, labels=SERVING, **kwargs):
-    return evaluate(
+def _update(policy, new, old, labels=SERVING, entry=report, **kwargs):
+    return entry(
         policy,
-        new,
-        operation="UPDATE",
-        old_object=old,
-        namespace="team",
-        namespace_labels=labels,
-        as_received=True,
-        **kwargs,
+        Request(
+            new,
+            operation="UPDATE",
+            old_object=old,
+            namespace="team",
+            namespace_labels=labels,
+            stage=Stage.STORED,
+            **kwargs,
+        ),
     )
 
 
@@ -71,7 +73,7 @@ def test_a_suspended_job_that_drops_its_pool_is_judged_without_the_pool(policy):
     spec = new["spec"]["template"]["spec"]
     del spec["nodeSelector"]
     spec["tolerations"] = [{"operator": "Exists"}]
-    decision = _update(policy, new, old, explain=True)
+    decision = _update(policy, new, old, entry=explain)
     assert "patch: 0 operation(s)" in decision.explanation[-1]
     # the rules see the stored template: it no longer names the pool it was resolved to
     seen = [line for line in decision.explanation if "gpu-infer" in line]
@@ -83,7 +85,7 @@ def test_a_bound_pods_label_update_is_not_a_new_violation(policy):
     bound = _stored(policy, pod(intent("inference", gpu_memory="4Gi"), [container()]))
     bound["spec"]["nodeName"] = "gpu-node-1"
     bound["spec"]["containers"][0]["securityContext"] = {"privileged": True}
-    created = evaluate(policy, bound, namespace="team", namespace_labels=SERVING, as_received=True)
+    created = report(policy, Request(bound, namespace="team", namespace_labels=SERVING, stage=Stage.STORED))
     assert {"node-name-set", "privileged-gpu"} <= set(rules(created)), "the stored pod is not clean"
     relabelled = copy.deepcopy(bound)
     relabelled["metadata"]["labels"]["pod-template-hash"] = "7d9c5b"
@@ -186,7 +188,9 @@ def test_a_class_label_on_a_daemonset_pod_bound_for_a_node_no_one_knows(provider
         },
     )
     labels = {"gpu-admission.io/raw-gpus": "allowed"}
-    created = evaluate(providers, old, namespace="team", namespace_labels=labels, cluster=known, as_received=True)
+    created = report(
+        providers, Request(old, namespace="team", namespace_labels=labels, cluster=known, stage=Stage.STORED)
+    )
     assert created.allowed, [v.render() for v in created.denials]
     new = copy.deepcopy(old)
     new["metadata"]["labels"]["gpu-admission.io/workload"] = "ts-plain"

@@ -7,7 +7,7 @@ Each object is stored as the apiserver would store it (``tests/intree/stored``) 
 * **engine up**: the mutating webhook's patch (the real engine's ``/mutate``) applied, then defaulted
   again, as the apiserver re-decodes a mutated object.
 
-In both, the engine's validating view (``evaluate(..., as_received=True)``) and the emulated apiserver
+In both, the engine's validating view (``validate`` of a ``Stage.STORED`` request) and the emulated apiserver
 (``tests/intree/apiserver``) judge the same object, namespace labels and request. The property, per
 object: the in-tree policies deny nothing the engine admits (a false denial breaks the cluster while
 the webhook is up); no in-tree expression errors (``failurePolicy: Fail`` would deny). Figures count
@@ -25,7 +25,7 @@ import jsonpatch
 
 from tests.intree.apiserver import DENY, InTree, Request
 from tests.intree.stored import defaulted, stored
-from webhook.engine import evaluate
+from webhook import engine
 from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
 from webhook.policy.compiled import Policy
 
@@ -124,16 +124,17 @@ class Differential:
         if key in self._seen:
             return
         self._seen.add(key)
-        decision = evaluate(
+        decision = engine.validate(
             self.policy,
-            obj,
-            operation=operation,
-            namespace=namespace,
-            namespace_labels=labels,
-            old_object=old,
-            as_received=True,
-            cluster=cluster,
-            details=False,
+            engine.Request(
+                obj,
+                operation=operation,
+                namespace=namespace,
+                namespace_labels=labels,
+                old_object=old,
+                stage=engine.Stage.STORED,
+                cluster=cluster,
+            ),
         )
         verdict = self.in_tree.review(Request(obj, old, operation, resource, namespace, labels, sub_resource))
         f = self.figures
@@ -175,9 +176,7 @@ class Differential:
         if not mutate:
             return raw
         full = {NAME_LABEL: namespace, **labels}
-        m = evaluate(
-            self.policy, raw, validate=False, namespace=namespace, namespace_labels=full, cluster=cluster, details=False
-        )
+        m = engine.mutate(self.policy, engine.Request(raw, namespace=namespace, namespace_labels=full, cluster=cluster))
         if not m.patch:
             return raw
         up = defaulted(jsonpatch.apply_patch(raw, list(m.patch)), namespace)

@@ -13,8 +13,8 @@ import jsonpatch
 
 from tests.intree.apiserver import ALLOW, DENY, InTree, Request
 from tests.intree.stored import default_pod_spec, defaulted, stored
+from webhook import engine
 from webhook.cli import main
-from webhook.engine import evaluate
 from webhook.engine.model.requester import Requester
 from webhook.policy import load_policy
 from webhook.render.core import RenderOptions
@@ -41,14 +41,21 @@ def judge(obj, labels, requester=None):
     policy = load_policy(POLICY)
     labels = {"kubernetes.io/metadata.name": "team-a", **labels}
     obj = stored(obj, "team-a", policy)
-    m = evaluate(policy, obj, validate=False, namespace="team-a", namespace_labels=labels, requester=requester)
+    m = engine.mutate(policy, engine.Request(obj, namespace="team-a", namespace_labels=labels, requester=requester))
     if m.patch:
         obj = defaulted(jsonpatch.apply_patch(obj, list(m.patch)), "team-a")
         default_pod_spec(obj["spec"], pod=True)
     verdict = InTree(render(policy, RenderOptions())).review(Request(obj, None, "CREATE", POD, "team-a", labels, ""))
-    decision = evaluate(
-        policy, obj, namespace="team-a", namespace_labels=labels, as_received=True, requester=requester,
-        today=datetime.date(2027, 1, 1),
+    decision = engine.report(
+        policy,
+        engine.Request(
+            obj,
+            namespace="team-a",
+            namespace_labels=labels,
+            stage=engine.Stage.STORED,
+            requester=requester,
+            today=datetime.date(2027, 1, 1),
+        ),
     )
     assert not verdict.errors, verdict.errors
     return verdict, decision

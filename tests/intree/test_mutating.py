@@ -15,7 +15,7 @@ import pytest
 from tests.intree.apiserver import ALLOW, InTree, Mutating, Request
 from tests.intree.conftest import in_tree, policy_named
 from tests.intree.stored import default_pod_spec, defaulted, stored
-from webhook.engine import evaluate
+from webhook import engine
 from webhook.render.intree.mutating import placement
 
 KEY = "gpu-admission.io/workload"
@@ -70,7 +70,7 @@ def _setting(name):
 
 
 def _mutate_with_webhook(policy, obj, labels):
-    m = evaluate(policy, obj, validate=False, namespace="team-a", namespace_labels=labels)
+    m = engine.mutate(policy, engine.Request(obj, namespace="team-a", namespace_labels=labels))
     out = defaulted(jsonpatch.apply_patch(obj, list(m.patch)), "team-a") if m.patch else obj
     default_pod_spec(out["spec"], pod=True)
     return m.patch, out
@@ -100,7 +100,9 @@ def test_placed_and_admitted_while_the_webhook_is_down_and_idempotent_both_ways(
     # webhook down: the in-tree validating policies and the engine's validating view admit it
     verdict = vaps.review(Request(placed, None, "CREATE", POD, "team-a", full))
     assert verdict.decision == ALLOW and not verdict.errors, verdict.messages
-    decision = evaluate(policy, placed, namespace="team-a", namespace_labels=full, as_received=True)
+    decision = engine.report(
+        policy, engine.Request(placed, namespace="team-a", namespace_labels=full, stage=engine.Stage.STORED)
+    )
     assert decision.allowed, [(v.rule, v.message) for v in decision.violations]
     # MAP, then the webhook: its patch is empty
     patch, _ = _mutate_with_webhook(policy, placed, full)

@@ -153,7 +153,7 @@ def test_resolution_rules_are_every_rule_a_failed_resolution_reports():
     """placement-missing and the class maximum rely on it: a failed resolution must deny for them to hold."""
     import re
 
-    source = (ROOT / "webhook" / "engine" / "resolve.py").read_text()
+    source = (ROOT / "webhook" / "engine" / "model" / "resolution.py").read_text()
     named = set(re.findall(r'(?:Failure|Reason)\(\s*"([a-z-]+)"', source))
     assert named and named <= set(RESOLUTION_RULES)
 

@@ -18,7 +18,7 @@ import pytest
 from tests.intree.apiserver import ALLOW, DENY, InTree, Request
 from tests.intree.conftest import in_tree, policy_named
 from tests.intree.stored import default_pod_spec, defaulted, stored
-from webhook.engine import evaluate
+from webhook import engine
 
 KEY = "gpu-admission.io/workload"
 SERVING = {"gpu-admission.io/tier": "serving"}
@@ -36,8 +36,16 @@ def judge(obj, labels=None, policy="default", namespace="team-a", operation="CRE
     p = policy_named(policy)
     labels = {"kubernetes.io/metadata.name": namespace, **(labels or {})}
     verdict = InTree(list(in_tree(policy))).review(Request(obj, old, operation, resource, namespace, labels, sub))
-    decision = evaluate(
-        p, obj, operation=operation, old_object=old, namespace=namespace, namespace_labels=labels, as_received=True
+    decision = engine.report(
+        p,
+        engine.Request(
+            obj,
+            operation=operation,
+            old_object=old,
+            namespace=namespace,
+            namespace_labels=labels,
+            stage=engine.Stage.STORED,
+        ),
     )
     assert not verdict.errors, verdict.errors
     return verdict, decision
@@ -53,7 +61,7 @@ def up(obj, labels=None, policy="default", resource=POD):
     p = policy_named(policy)
     full = {"kubernetes.io/metadata.name": "team-a", **(labels or {})}
     raw = stored(obj, "team-a", p)
-    m = evaluate(p, raw, validate=False, namespace="team-a", namespace_labels=full)
+    m = engine.mutate(p, engine.Request(raw, namespace="team-a", namespace_labels=full))
     mutated = defaulted(jsonpatch.apply_patch(raw, list(m.patch)), "team-a") if m.patch else raw
     if mutated["kind"] == "Pod":
         default_pod_spec(mutated["spec"], pod=True)

@@ -3,7 +3,7 @@
 For every object created: the mutating webhook is called when its ``rules`` and ``matchConditions``
 (evaluated with cel-python, ``tests/deploy/cel_match.py``) say so, and its JSON patch is applied with
 ``jsonpatch`` (``failurePolicy: Ignore``: an engine error leaves the object unmutated); then the
-validating webhook judges the stored object (``evaluate(..., as_received=True)``) when its own rules
+validating webhook judges the stored object (``validate`` of a ``Stage.STORED`` request) when its own rules
 and conditions match (``failurePolicy: Fail``: a condition that errors rejects). An object neither
 webhook is asked about is stored as written. Controllers' pods go through the same path.
 """
@@ -19,7 +19,7 @@ import jsonpatch
 from tests.deploy.cel_match import CALL, REJECT, Webhook, resource_of
 from tests.oracle.controllers import pods_of
 from tests.oracle.workloads import Scenario
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, mutate, report
 from webhook.engine.model.cluster import Cluster
 from webhook.policy.compiled import Policy
 from webhook.render.core import render
@@ -69,7 +69,7 @@ def admit(policy: Policy, hooks: Hooks, obj: dict[str, Any], scenario: Scenario)
     # engine denies (a skipped call admits unjudged; a rejected one denies like the engine).
     stored = obj
     try:
-        m = evaluate(policy, obj, validate=False, **kw)
+        m = mutate(policy, Request(obj, **kw))
     except Exception:  # failurePolicy Ignore: stored unmutated
         m = None
     if m is not None and m.patch:
@@ -78,7 +78,9 @@ def admit(policy: Policy, hooks: Hooks, obj: dict[str, Any], scenario: Scenario)
             return None
         if called == CALL:
             stored = jsonpatch.apply_patch(obj, list(m.patch))
-    decision = evaluate(policy, stored, as_received=True, **kw)  # an exception here fails the test: never hidden
+    decision = report(
+        policy, Request(stored, stage=Stage.STORED, **kw)
+    )  # an exception here fails the test: never hidden
     if decision.allowed:
         return Admitted(stored, judged=True)
     called = _called(hooks.validating, stored)
@@ -104,7 +106,7 @@ def update(policy: Policy, hooks: Hooks, old: dict[str, Any], scenario: Scenario
         new["spec"]["tolerations"] = [*(new["spec"].get("tolerations") or []), *scenario.add_tolerations]
     if new == old:
         return None
-    decision = evaluate(policy, new, operation="UPDATE", old_object=old, **_context(scenario))
+    decision = report(policy, Request(new, operation="UPDATE", old_object=old, **_context(scenario)))
     if decision.allowed:
         return Admitted(new, judged=True, updated=True)
     if _called(hooks.validating, new, "UPDATE", old) in (CALL, REJECT):

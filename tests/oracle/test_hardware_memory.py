@@ -21,7 +21,7 @@ import math
 import pytest
 
 from tests.engine.helpers import intent, limits, mutated, pod, rules, violation
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.policy import load_policy_texts
 
 MIB = 2**20
@@ -156,7 +156,7 @@ def test_every_stack_and_memory_step_matches_the_oracle(hardware, model):
         cls = {"exclusive": "whole", "mig": "slice"}.get(stack, "share")
         for mib in _steps(model):
             meta = intent(cls, gpu_memory=f"{mib}Mi", pool=_pool_name(model, stack))
-            d = evaluate(hardware, pod(meta), namespace="team")
+            d = report(hardware, Request(pod(meta), namespace="team"))
             expected = _oracle(model, stack, mib)
             where = f"{model} {stack} {mib}Mi"
             if isinstance(expected, dict):

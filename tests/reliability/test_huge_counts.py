@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import TRAINING_NS
 from tests.server import objects
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.engine.rules.gang import first_fit_decreasing_bins
 
 pytestmark = pytest.mark.reliability
@@ -46,7 +46,7 @@ def test_billions_of_replicas_are_judged_without_allocating_per_pod(policy):
     job = objects.qwen_job(8)
     job["metadata"]["labels"] = {"gpu-admission.io/workload": "training"}
     job["spec"]["tasks"][0]["replicas"] = 6_156_070_752
-    decision = evaluate(policy, copy.deepcopy(job), namespace="research", namespace_labels=TRAINING_NS)
+    decision = report(policy, Request(copy.deepcopy(job), namespace="research", namespace_labels=TRAINING_NS))
     unschedulable = [v for v in decision.violations if v.rule == "gang-unschedulable"]
     # 1 GPU per pod, 8 per node: ceil(6156070752 / 8) nodes
     assert unschedulable and "6156070752 GPUs on 769508844 nodes" in unschedulable[0].message

@@ -1,6 +1,6 @@
 """The Flask app in process (no gunicorn): failure policy, dry run, skipped operations, readiness,
 metrics. The engine and the policy are the real ones; where a test needs the engine to fail, it
-injects an evaluate function that raises, through the ``Admitter`` seam made for that."""
+injects engine entries that raise, through the ``Admitter`` seam made for that."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from prometheus_client import REGISTRY
 from tests.conftest import POLICIES
 from tests.server import objects
 from tests.server.support import check_response, patch_ops, review
-from webhook.engine import evaluate
+from webhook.engine import Request, Stage, report
 from webhook.server.app import create_app
 from webhook.server.namespace_watch import NamespaceWatchCache
 from webhook.server.namespaces import StaticNamespaces
@@ -56,7 +56,7 @@ def store() -> PolicyStore:
 
 def test_engine_error_with_failure_allow_admits_at_mutate_and_denies_at_validate(store, caplog):
     rt, client = _client(store)
-    rt.admitter.evaluate = _boom
+    rt.admitter.entries = dict.fromkeys(("mutate", "validate"), _boom)
     before = _sample("gpu_admission_engine_errors_total", endpoint="validate", failure="deny")
     sent = review(objects.inference_pod(), namespace="ml")
     with caplog.at_level(logging.ERROR, logger="gpu_admission.server"):
@@ -79,7 +79,7 @@ def test_engine_error_with_failure_allow_admits_at_mutate_and_denies_at_validate
 
 def test_engine_error_with_failure_deny_denies_with_the_uid(tmp_path):
     rt, client = _client(PolicyStore.load(_policy_dir(tmp_path, "deny")))
-    rt.admitter.evaluate = _boom
+    rt.admitter.entries = dict.fromkeys(("mutate", "validate"), _boom)
     for endpoint in ("mutate", "validate"):
         sent = review(objects.inference_pod(), namespace="ml")
         status, doc = _post(client, endpoint, sent)
@@ -96,7 +96,7 @@ def test_recursion_in_the_engine_is_an_engine_error_too(store):
     def deep(*args: Any, **kwargs: Any):
         return deep(*args, **kwargs)
 
-    rt.admitter.evaluate = deep
+    rt.admitter.entries = dict.fromkeys(("mutate", "validate"), deep)
     sent = review(objects.inference_pod(), namespace="ml")
     status, doc = _post(client, "validate", sent)
     assert status == 200 and check_response(doc, sent, "validate")["allowed"] is False
@@ -105,7 +105,7 @@ def test_recursion_in_the_engine_is_an_engine_error_too(store):
 
 def test_delete_and_connect_are_allowed_without_asking_the_engine(tmp_path):
     rt, client = _client(PolicyStore.load(_policy_dir(tmp_path, "deny")))
-    rt.admitter.evaluate = _boom  # would deny, were it called
+    rt.admitter.entries = dict.fromkeys(("mutate", "validate"), _boom)  # would deny, were it called
     for operation in ("DELETE", "CONNECT"):
         sent = review(None, operation=operation, old=objects.node_name_pod())
         for endpoint in ("mutate", "validate"):
@@ -186,7 +186,9 @@ def test_mutate_uses_request_namespace_for_pods_without_one(store):
 def test_the_response_matches_the_engine_exactly(store):
     _, client = _client(store)
     pod = objects.node_name_pod()
-    decision = evaluate(store.policy, pod, operation="CREATE", namespace="ml", as_received=True)  # /validate's view
+    decision = report(
+        store.policy, Request(pod, operation="CREATE", namespace="ml", stage=Stage.STORED)
+    )  # /validate's view
     _, doc = _post(client, "validate", review(pod, namespace="ml"))
     assert doc["response"]["status"]["message"] == decision.message
     assert doc["response"].get("warnings", []) == list(decision.warnings)

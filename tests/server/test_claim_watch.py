@@ -12,7 +12,7 @@ import pytest
 
 from tests.server.fake_apiserver import FakeNamespaceAPI
 from tests.server.support import eventually, kube_api
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.server.claim_watch import ClaimObjects, ObjectWatchCache
 
 BASE = "/apis/resource.k8s.io/v1"
@@ -113,7 +113,7 @@ def test_not_ready_until_every_cache_has_synced_and_the_engine_reads_the_view(po
                 "containers": [{"name": "c", "image": "i", "resources": {"claims": [{"name": "gpu"}]}}],
             },
         }
-        decision = evaluate(policy, pod, namespace="team-a", cluster=view)
+        decision = report(policy, Request(pod, namespace="team-a", cluster=view))
         got = {v.rule for v in decision.violations}
         assert "node-name-set" in got and "claim-unresolved" not in got
     finally:
@@ -169,7 +169,7 @@ def test_resource_slices_and_compute_domains_are_watched_and_judged_with(policy)
             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {
                 "deviceClassName": "gpu.nvidia.com", "capacity": {"requests": {"memory": "96Gi"}}}}]}}},
         }  # fmt: skip
-        (v,) = evaluate(policy, big, namespace="team-a", cluster=view).violations
+        (v,) = report(policy, Request(big, namespace="team-a", cluster=view)).violations
         assert v.rule == "claim-capacity-unsatisfiable" and "at most 80Gi" in v.message
         # the domain is known to the resolver: a pod naming its channel template is matched with it
         from webhook.engine.model.claims import ClaimResolver

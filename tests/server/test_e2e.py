@@ -30,7 +30,7 @@ from tests.server.support import (
     serve_args,
     stored,
 )
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.policy import load_policy
 
 pytestmark = pytest.mark.server
@@ -126,12 +126,14 @@ def test_the_same_job_elsewhere_is_denied_by_namespace_entitlement(client: Apise
 def test_chapter_job_with_half_a_gang_is_denied_with_403(client: ApiserverClient):
     job = objects.qwen_job(min_available=4)
     final, _, validated = admit(client, job, objects.TRAINING_NS)
-    expected = evaluate(
+    expected = report(
         load_policy(POLICIES),
-        final,
-        operation="CREATE",
-        namespace=objects.TRAINING_NS,
-        namespace_labels={"gpu-admission.io/tier": "training", "team": "llm"},
+        Request(
+            final,
+            operation="CREATE",
+            namespace=objects.TRAINING_NS,
+            namespace_labels={"gpu-admission.io/tier": "training", "team": "llm"},
+        ),
     )
     assert validated["allowed"] is False
     assert validated["status"] == {"code": 403, "reason": "Forbidden", "message": expected.message}

@@ -1,8 +1,8 @@
 """``/validate`` never admits what it did not judge, through the real server (gunicorn, TLS, 2 workers).
 
 The fault is injected from outside the product: a ``sitecustomize`` module on the server's
-``PYTHONPATH`` wraps ``webhook.engine.evaluate`` before the server imports it, and raises for objects
-that carry the annotation ``FAULT``. Everything else (policy, namespaces, engine, HTTP, TLS) is real.
+``PYTHONPATH`` wraps the engine's ``mutate`` and ``validate`` entries before the server imports them, and
+raises for objects that carry the annotation ``FAULT``. Everything else (policy, namespaces, engine, HTTP, TLS) is real.
 The shipped policy's ``settings.failure`` is ``allow``: ``/mutate`` follows it, ``/validate`` does not.
 """
 
@@ -23,17 +23,19 @@ FAULT = "fault-injection.test/raise"
 SITECUSTOMIZE = f'''
 import webhook.engine
 
-_real = webhook.engine.evaluate
+
+def _faulty(real):
+    def entry(policy, request):
+        meta = request.obj.get("metadata") if isinstance(request.obj, dict) else None
+        if isinstance(meta, dict) and {FAULT!r} in (meta.get("annotations") or {{}}):
+            raise ZeroDivisionError("injected by the test")
+        return real(policy, request)
+
+    return entry
 
 
-def evaluate(policy, obj, **kwargs):
-    meta = obj.get("metadata") if isinstance(obj, dict) else None
-    if isinstance(meta, dict) and {FAULT!r} in (meta.get("annotations") or {{}}):
-        raise ZeroDivisionError("injected by the test")
-    return _real(policy, obj, **kwargs)
-
-
-webhook.engine.evaluate = evaluate
+webhook.engine.mutate = _faulty(webhook.engine.mutate)
+webhook.engine.validate = _faulty(webhook.engine.validate)
 '''
 
 

@@ -13,7 +13,7 @@ from tests.conftest import POLICIES
 from tests.engine.helpers import intent, mutated, pod, rules
 from tests.server.fake_apiserver import FakeNamespaceAPI
 from tests.server.support import eventually, kube_api
-from webhook.engine import evaluate
+from webhook.engine import Request, report
 from webhook.policy import load_policy
 from webhook.server import metrics
 from webhook.server.node_watch import NodeObjects, slim
@@ -82,10 +82,10 @@ def test_the_engine_view_and_the_gauge_follow_the_nodes(apiserver, nodes, policy
     view = cluster_view()
     assert view.pool_mig == {"infer-a100": frozenset({"nvidia.com/mig-1g.10gb"})}
     # batch's 9Gi goes to the 1g.10gb the nodes have (9856Mi), not the policy's 2g.10gb
-    d = evaluate(policy, pod(intent("batch")), namespace="team", cluster=view, validate=True)
+    d = report(policy, Request(pod(intent("batch")), namespace="team", cluster=view))
     assert d.allowed, d.message
     assert mutated(d)["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-1g.10gb": "1"}
-    d = evaluate(policy, pod(intent("batch", gpu_memory="12Gi")), namespace="team", cluster=view)
+    d = report(policy, Request(pod(intent("batch", gpu_memory="12Gi")), namespace="team", cluster=view))
     assert "gpu-memory-exceeded" in rules(d) and "they advertise nvidia.com/mig-1g.10gb" in d.message
 
 
@@ -93,7 +93,7 @@ def test_before_the_first_list_nothing_is_known(policy):
     never = FakeNamespaceAPI(path="/api/v1/nodes", list_kind="NodeList")  # not started: connection refused
     objects = NodeObjects.from_api(lambda: kube_api(never.url), backoff_initial=0.02)
     assert objects.pool_mig(policy) is None and objects.publish(policy) == {}
-    d = evaluate(policy, pod(intent("batch")), namespace="team")
+    d = report(policy, Request(pod(intent("batch")), namespace="team"))
     assert d.allowed
 
 

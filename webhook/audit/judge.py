@@ -3,7 +3,7 @@
 It calls the engine and nothing else, keeps no state and returns a small picklable record, so a
 process pool can call it for a page of objects as well as this loop does. What is judged is the
 object as the validating webhook saw it at CREATE (:func:`webhook.audit.stored.as_admitted`), with
-``as_received=True``: nothing is mutated, and a Pod or Job of a class that was stored without our
+``Stage.STORED``: nothing is mutated, and a Pod or Job of a class that was stored without our
 mutation (created while the webhook was down or not yet installed) is ``placement-missing``.
 Controllers are judged as their pods will be, as admission judges them.
 """
@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from webhook.audit.stored import as_admitted, controller_of, metadata
 from webhook.check.runner import Status, engine_failure, verdict
-from webhook.engine import Decision, Violation, evaluate
+from webhook.engine import Request, Stage, Violation, mutate, report, validate
 from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.grants import GrantKeys
 from webhook.engine.model.requester import Requester
@@ -96,10 +96,12 @@ def judge(
         return out
     admitted = as_admitted(obj)
     try:
-        decision = _create(
-            policy, admitted, namespace, namespace_labels, cluster, as_received=True, details=mutation,
-            today=today, grant_keys=grant_keys, requester=requester_of(policy, owner) if today else None,
+        stored = _create(
+            admitted, namespace, namespace_labels, cluster, stage=Stage.STORED, today=today, grant_keys=grant_keys,
+            requester=requester_of(policy, owner) if today else None,
         )
+        # with --baseline, the placements too (what report adds to the verdict); else the verdict alone
+        decision = report(policy, stored) if mutation else validate(policy, stored)
         if not decision.relevant:
             return out
         out.skip = ""
@@ -128,16 +130,12 @@ def requester_of(policy: Policy, owner: tuple[str, str] | None) -> Requester | N
 
 
 def _create(
-    policy: Policy,
-    obj: dict[str, Any],
-    namespace: str,
-    labels: dict[str, str] | None,
-    cluster: Cluster,
-    **options: Any,
-) -> Decision:
-    """``evaluate`` of ``obj`` as a CREATE in its namespace (``options``: how it is judged)."""
-    ns = namespace or None
-    return evaluate(policy, obj, operation="CREATE", namespace=ns, namespace_labels=labels, cluster=cluster, **options)
+    obj: dict[str, Any], namespace: str, labels: dict[str, str] | None, cluster: Cluster, **fields: Any
+) -> Request:
+    """``obj`` as a CREATE in its namespace (``fields``: the rest of the request)."""
+    return Request(
+        obj, operation="CREATE", namespace=namespace or None, namespace_labels=labels, cluster=cluster, **fields
+    )
 
 
 def _mutation(
@@ -147,5 +145,5 @@ def _mutation(
     webhook only validates, and for an object our mutation already shaped)."""
     import orjson
 
-    decision = _create(policy, obj, namespace, labels, cluster, validate=False, details=False)
+    decision = mutate(policy, _create(obj, namespace, labels, cluster))
     return tuple(orjson.dumps(op, option=orjson.OPT_SORT_KEYS).decode() for op in decision.patch)

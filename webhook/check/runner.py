@@ -14,7 +14,8 @@ from webhook import yamlpos
 from webhook.check.context import CONTEXT_KINDS
 from webhook.check.inputs import ReadError, Source
 from webhook.check.old import OldObjects
-from webhook.engine import Decision, evaluate
+from webhook.engine import Decision, Request, report
+from webhook.engine import explain as explain_entry
 from webhook.engine.claim_object import is_claim_object
 from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.model.decision import Action
@@ -375,18 +376,17 @@ def _check_object(
         return result
     ns, labels = namespaces.for_object(obj)
     previous = old.take(obj) if old is not None else None
-    decision = evaluate(
-        policy,
+    request = Request(
         obj,
         operation="CREATE" if previous is None else "UPDATE",
         namespace=ns,
         namespace_labels=labels,
         old_object=previous,
-        explain=explain,
         cluster=cluster,
         requester=requester,
         today=today,
     )
+    decision = (explain_entry if explain else report)(policy, request)
     if not decision.relevant:
         result = CheckResult(
             file,

@@ -1,7 +1,11 @@
-"""The engine: (policy, object, namespace, operation, old object) -> Decision. Pure: no I/O, no globals.
+"""The engine's entries: (policy, :class:`~webhook.engine.model.request.Request`) -> Decision. Pure: no
+I/O, no globals.
 
-Admission (``/mutate``, ``/validate``), ``gpu-admission check``, ``policy test`` and the benchmarks all
-call ``evaluate``; nothing else decides.
+One entry per question, as controller-runtime keeps its Defaulter and Validator apart: ``mutate`` (the
+patch, for ``/mutate``), ``validate`` (the verdict, for ``/validate``), ``report`` (verdict, patch, waste
+and placements, for ``check``, ``audit`` and ``policy test``) and ``explain`` (``report`` with the
+step-by-step trace). Admission, ``check``, ``audit``, ``policy test``, the in-tree render and the
+benchmarks all call them; nothing else decides.
 
 Order of work:
 1. find the pod templates of the object and read each one's intent (or adopt a raw request);
@@ -20,6 +24,7 @@ will be after mutation, at CREATE and UPDATE alike.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
@@ -30,14 +35,14 @@ from webhook.engine.model import exceptions as excepting
 from webhook.engine.model import gang as gang_model
 from webhook.engine.model import node_truth, reach
 from webhook.engine.model.claims import ClaimResolver
-from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.context import Context, Finding, TemplateState
 from webhook.engine.model.decision import Action, Decision, Placement, Violation, WasteReport
 from webhook.engine.model.device_reach import exposed_pools, has_trigger, may_reach_a_pool
 from webhook.engine.model.devices import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.model.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.model.pool_stack import families_on
-from webhook.engine.model.requester import Requester
+from webhook.engine.model.request import Request, Stage
 from webhook.engine.model.resolution import Failure, Resolution, resolve
 from webhook.engine.model.workload import Template, classify, dotted, kind_name, projected, templates
 from webhook.engine.patch import PatchBuilder
@@ -53,68 +58,54 @@ from webhook.quantity import format_bytes
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
-def evaluate(
-    policy: Policy,
-    obj: dict[str, Any],
-    *,
-    operation: str = "CREATE",
-    namespace: str | None = None,
-    namespace_labels: dict[str, str] | None = None,
-    old_object: dict[str, Any] | None = None,
-    explain: bool = False,
-    validate: bool = True,
-    details: bool = True,
-    as_received: bool = False,
-    cluster: Cluster = EMPTY_CLUSTER,
-    deadline: float | None = None,
-    requester: Requester | None = None,
-    today: date | None = None,
-    grant_keys: excepting.GrantKeys | None = None,
-) -> Decision:
-    """Decide one object. ``namespace`` defaults to the object's own, then ``default``.
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What an entry computes; internal, so that no caller picks a combination of modes."""
 
-    ``validate=False`` builds the patch only: the mutating endpoint returns no verdict (the apiserver
-    asks the validating endpoint about the final object), so it need not pay for the rules.
+    verdict: bool  # run the rules (``/mutate`` needs only the patch: the apiserver asks /validate next)
+    details: bool  # waste and placements, the reports ``check`` and ``policy test`` print
+    trace: bool  # the step-by-step explanation (it costs like a rule)
 
-    ``details=False`` leaves out ``waste`` and ``placements``, the reports ``check`` and ``policy test``
-    print; the admission server never reads them and skips their cost on every review.
 
-    ``as_received=True`` judges a CREATE of a Pod, Job or Volcano Job as it arrived instead of with
-    our mutation applied: the validating webhook's view. The apiserver calls ``/validate`` with the
-    object it is about to store, after every mutating webhook (ours included) has run, so that object
-    is what the rules must judge. Re-applying our mutation there would be a no-op when our webhook
-    ran, and would judge an object that will never exist when it did not (its ``failurePolicy`` is
-    Ignore) or when a later webhook changed what we set. The checks a mutation step makes on the
-    way (a malformed Multus annotation) still run. Offline (``check``, ``policy test``) a manifest has
-    not been through admission, so the default judges it as it will be after mutation. An UPDATE of
-    a mutated kind is always judged as stored (nothing re-mutates it); controllers are never
-    mutated themselves and are judged as their pods will be after mutation.
+_MUTATE = _Plan(verdict=False, details=False, trace=False)
+_VALIDATE = _Plan(verdict=True, details=False, trace=False)
+_REPORT = _Plan(verdict=True, details=True, trace=False)
+_EXPLAIN = _Plan(verdict=True, details=True, trace=True)
 
-    ``old_object`` (UPDATE): the object before the update. It is judged the same way and every
-    violation already true of it (same rule, path and message) is left out, so an update is held
-    to account for what it introduces or worsens, not for what the stored object already was.
 
-    ``namespace_labels`` are the namespace's labels; when unknown (offline), the apiserver's automatic
-    ``kubernetes.io/metadata.name`` label is assumed so name-based selectors still work.
+def mutate(policy: Policy, request: Request) -> Decision:
+    """The patch for ``/mutate``: the JSON Patch of a CREATE of a kind the webhook mutates (and, with
+    grant keys, the grants of pod templates); no verdict, since the apiserver asks ``/validate`` about
+    the final object next."""
+    return _decide(policy, request, _MUTATE)
 
-    ``cluster`` is what the edges know of other objects (claim templates, device classes, nodes): see
-    :class:`webhook.engine.model.cluster.Cluster`. The engine only reads it.
 
-    ``deadline`` (a ``time.monotonic()`` value) makes evaluation raise
-    :class:`~webhook.engine.deadline.DeadlineExceeded` between steps once it has passed; the server
-    sets it below the webhook's ``timeoutSeconds`` (see :mod:`webhook.engine.deadline`).
+def validate(policy: Policy, request: Request) -> Decision:
+    """The verdict for ``/validate`` (and for the in-tree render's probes): every rule, nothing else."""
+    return _decide(policy, request, _VALIDATE)
 
-    ``requester`` is who sent the request (the server reads ``request.userInfo``); None offline. Rules
-    about who may write something (the scheduler's claim marker) read it.
 
-    ``requester`` (the review's ``userInfo``, ``check --as``), ``today`` (the UTC date) and ``grant_keys``
-    (the webhook's HMAC keys) decide which policy exceptions hold (:mod:`webhook.engine.model.exceptions`).
-    Without a date no exception applies; without keys no grant is written or honoured. With keys and
-    ``validate=False`` (``/mutate``) the patch also writes or removes the grants of pod templates, at
-    CREATE and UPDATE, for every kind with templates but Pods.
+def report(policy: Policy, request: Request) -> Decision:
+    """The verdict, the patch and what ``check``, ``audit`` and ``policy test`` print besides: the
+    waste report and the pools each template can land on."""
+    return _decide(policy, request, _REPORT)
 
-    A ResourceClaim or ResourceClaimTemplate is judged on its own (:mod:`webhook.engine.claim_object`).
-    """
+
+def explain(policy: Policy, request: Request) -> Decision:
+    """``report`` with the step-by-step explanation (``check --explain``, ``policy test``)."""
+    return _decide(policy, request, _EXPLAIN)
+
+
+def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
+    """Decide one object. A ResourceClaim or ResourceClaimTemplate is judged on its own
+    (:mod:`webhook.engine.claim_object`); an UPDATE's old object is judged the same way and every
+    violation already true of it (same rule, path and message) is left out, so an update is held to
+    account for what it introduces or worsens, not for what the stored object already was."""
+    obj, operation, namespace = request.obj, request.operation, request.namespace
+    namespace_labels, old_object, cluster = request.namespace_labels, request.old_object, request.cluster
+    deadline, requester, today, grant_keys = request.deadline, request.requester, request.today, request.grant_keys
+    as_received = request.stage is Stage.STORED
+    validate, details, explain = plan.verdict, plan.details, plan.trace
     if claim_object.is_claim_object(obj):
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         claim_ns = str(namespace or meta.get("namespace") or "default")
@@ -277,19 +268,10 @@ def evaluate(
             )
         violations = _run_rules(ctx, deadline, only=DEVICE_ONLY_RULES if device_only else None)
         if violations and operation == "UPDATE" and isinstance(old_object, dict):
-            before = evaluate(
+            before = _decide(
                 policy,
-                old_object,
-                operation="UPDATE",
-                namespace=str(ns),
-                namespace_labels=namespace_labels,
-                details=False,
-                as_received=as_received,
-                cluster=cluster,
-                deadline=deadline,
-                requester=requester,
-                today=today,
-                grant_keys=grant_keys,
+                replace(request, obj=old_object, old_object=None, operation="UPDATE", namespace=str(ns)),
+                _VALIDATE,
             )
             violations = _introduced(violations, before.violations, trace)
     if trace is not None:

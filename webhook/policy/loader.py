@@ -293,7 +293,9 @@ def _issue_at(
 
 
 def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> None:
-    from webhook.engine.rules import RULES
+    from webhook.policy.rule_catalog import catalog
+
+    RULES = catalog()
     from webhook.policy.catalog import BUILTIN_GPU_MODELS
 
     models = set(BUILTIN_GPU_MODELS) | set(spec.gpu_models)
@@ -476,7 +478,9 @@ def _check_exceptions(
 ) -> None:
     """Exceptions that name no rule, an unknown rule, a rule that cannot be excepted, or nobody; and names
     given twice (a grant and an audit entry name the exception, so the name must say which one)."""
-    from webhook.engine.rules import RULES
+    from webhook.policy.rule_catalog import catalog
+
+    RULES = catalog()
 
     seen: dict[str, int] = {}
     for index, exc in enumerate(spec.exceptions):

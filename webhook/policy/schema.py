@@ -724,7 +724,9 @@ def _quantity_branches(prop: dict[str, Any]) -> None:
 
 def policy_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of one policy document, as committed in ``policies/schema.json``."""
-    from webhook.engine.rules import RULES
+    from webhook.policy.rule_catalog import catalog
+
+    RULES = catalog()
 
     raw = m.PolicyDocument.model_json_schema(by_alias=True)
     defs: dict[str, Any] = raw.pop("$defs")
@@ -794,7 +796,7 @@ def render_schema() -> str:
 
 def suite_schema() -> dict[str, Any]:
     """JSON Schema of a ``PolicyTest`` suite (``policy schema --kind PolicyTest``), for editors."""
-    from webhook.policytest.model import Suite
+    from webhook.policy.suite import Suite
 
     raw = Suite.model_json_schema(by_alias=True)
     return {"$schema": SCHEMA_DIALECT, "title": "PolicyTest", **{k: v for k, v in raw.items() if k != "title"}}
@@ -888,8 +890,10 @@ def field_reference() -> str:
 
 
 def rule_catalogue() -> str:
-    """Markdown table of every rule id, its default action and what it catches (from the registry)."""
-    from webhook.engine.rules import RULES
+    """Markdown table of every rule id, its default action and what it catches (from the rule catalogue)."""
+    from webhook.policy.rule_catalog import catalog
+
+    RULES = catalog()
 
     lines = ["| rule id | default | catches |", "|---|---|---|"]
     for rule in sorted(RULES.values(), key=lambda r: r.id):

@@ -20,7 +20,7 @@ from webhook import yamlpos
 from webhook.check.context import ClusterObjects
 from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.model.requester import Requester
-from webhook.policytest.model import API_VERSION, KIND, Case, Suite
+from webhook.policy.suite import API_VERSION, KIND, Case, Suite
 from webhook.validation_errors import dotted as _dotted
 from webhook.validation_errors import field_errors
 

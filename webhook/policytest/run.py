@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from webhook.engine import Decision, evaluate
+from webhook.engine import Decision, Request, Stage, explain
 from webhook.engine.model.decision import Action
 from webhook.policy import Policy, PolicyError, load_policy
 from webhook.policytest import match
@@ -99,18 +99,19 @@ def run_case(policy: Policy, loaded: LoadedCase) -> CaseResult:
     case = loaded.case
     start = time.perf_counter()
     try:
-        decision = evaluate(
+        decision = explain(
             policy,
-            loaded.obj,
-            operation=case.operation,
-            namespace=case.namespace,
-            namespace_labels=loaded.namespace_labels,
-            old_object=loaded.old,
-            explain=True,
-            as_received=case.as_stored,
-            cluster=loaded.cluster,
-            requester=loaded.requester,
-            today=case.date or datetime.now(UTC).date(),
+            Request(
+                loaded.obj,
+                operation=case.operation,
+                namespace=case.namespace,
+                namespace_labels=loaded.namespace_labels,
+                old_object=loaded.old,
+                stage=Stage.STORED if case.as_stored else Stage.MANIFEST,
+                cluster=loaded.cluster,
+                requester=loaded.requester,
+                today=case.date or datetime.now(UTC).date(),
+            ),
         )
     except Exception:  # the engine must never raise; if it does, the case reports the bug
         return CaseResult(

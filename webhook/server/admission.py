@@ -30,13 +30,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import MappingProxyType
 from typing import Any
 
 from webhook.actions import ENGINE_ERROR
-from webhook.engine import DeadlineExceeded, Decision, evaluate
+from webhook.engine import DeadlineExceeded, Decision, Request, Stage, mutate, validate
 from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.model.grants import GrantKeys
 from webhook.engine.scale import SCALE_SUBRESOURCE
@@ -52,7 +53,11 @@ LARGE_BODY = 256 * 1024
 """Reviews larger than this are handled one at a time per worker (see ``Admitter.handle``)."""
 """Not in the engine's rule registry: no check finds it, the server gives it when the engine raises."""
 
-Evaluate = Callable[..., Decision]
+Entry = Callable[[Any, Request], Decision]
+"""An engine entry: the policy and the request in, the decision out."""
+
+ENTRIES: Mapping[str, Entry] = MappingProxyType({"mutate": mutate, "validate": validate})
+"""The engine's entry behind each endpoint: ``/mutate`` asks for the patch, ``/validate`` for the verdict."""
 
 
 class Admitter:
@@ -62,7 +67,7 @@ class Admitter:
         self,
         store: PolicyStore,
         namespaces: NamespaceSource,
-        evaluate_fn: Evaluate = evaluate,
+        entries: Mapping[str, Entry] = ENTRIES,
         engine_deadline: float | None = None,
         cluster: Callable[[], Cluster] | None = None,
         parents: ParentReader | None = None,
@@ -79,7 +84,7 @@ class Admitter:
         self.parents = parents
         # what the watches know beyond namespaces (DRA claim templates, claims, device classes)
         self.cluster = cluster or (lambda: EMPTY_CLUSTER)
-        self.evaluate = evaluate_fn  # injectable so tests can make the engine fail on purpose
+        self.entries = entries  # injectable so tests can make the engine fail on purpose
         # seconds the engine may take per review, below the webhook's timeoutSeconds: past it the
         # engine stops (DeadlineExceeded) and the answer is an engine error like any other
         self.engine_deadline = engine_deadline
@@ -161,22 +166,21 @@ class Admitter:
     ) -> Decision:
         """``judged``: the object and old object to judge (a scale's are those of the object it scales)."""
         obj, old_object = judged
-        return self.evaluate(
-            policy,
+        request = Request(
             obj,
             operation=review.operation,
             namespace=review.namespace,
             namespace_labels=labels,
             old_object=old_object,
-            validate=endpoint == "validate",
-            as_received=endpoint == "validate",  # the object the apiserver will store
-            details=False,  # waste/placements are for check and policy test, not for the response
-            deadline=deadline,
+            # /validate sees the object the apiserver will store, after every mutating webhook
+            stage=Stage.STORED if endpoint == "validate" else Stage.MANIFEST,
             cluster=cluster,
+            deadline=deadline,
             requester=review.requester,
             today=self.clock().date() if policy.spec.exceptions else None,  # the day, only if it matters
             grant_keys=self.grant_keys,
         )
+        return self.entries[endpoint](policy, request)
 
     def _respond(self, endpoint: str, review: Review, decision: Decision) -> tuple[dict[str, Any], str, dict[str, Any]]:
         if endpoint == "mutate":

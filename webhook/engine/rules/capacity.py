@@ -7,7 +7,6 @@ from fractions import Fraction
 
 from webhook.engine.model.claims import CapacityAsk, ClaimRequest
 from webhook.engine.model.context import ClaimContext, Context, Finding
-from webhook.engine.model.decision import Action
 from webhook.engine.rules.registry import CLAIM, POD, rule
 from webhook.quantity import format_bytes
 
@@ -39,9 +38,6 @@ def rounded(ask: CapacityAsk) -> str | None:
 
 @rule(
     "claim-capacity-unsatisfiable",
-    Action.DENY,
-    "a DRA claim request whose capacity (e.g. memory) no device's request policy can ever satisfy (above every "
-    "maximum or valid value of the ResourceSlices the cluster publishes); the scheduler would leave it pending",
     subjects=(POD, CLAIM),
 )
 def claim_capacity_unsatisfiable(ctx: Context | ClaimContext) -> Iterable[Finding]:

@@ -6,16 +6,12 @@ from collections.abc import Iterable
 
 from webhook.engine.model.claims import EXTENDED_RESOURCE_CLAIM
 from webhook.engine.model.context import ClaimContext, Finding
-from webhook.engine.model.decision import Action
 from webhook.engine.model.requester import SCHEDULER
 from webhook.engine.rules.registry import CLAIM, rule
 
 
 @rule(
     "scheduler-claim-forged",
-    Action.DENY,
-    "a ResourceClaim or ResourceClaimTemplate carrying the scheduler's extended-resource-claim marker "
-    "(resource.kubernetes.io/extended-resource-claim) from anyone but the scheduler: such claims escape quota",
     subjects=(CLAIM,),
 )
 def scheduler_claim_forged(ctx: ClaimContext) -> Iterable[Finding]:

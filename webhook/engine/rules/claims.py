@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.engine.model.context import Context, Finding, TemplateState
-from webhook.engine.model.decision import Action
 from webhook.engine.model.devices import MIG, UNRESOLVED
 from webhook.engine.rules.registry import rule
 from webhook.policy.compiled import CompiledPool
@@ -13,9 +12,6 @@ from webhook.policy.compiled import CompiledPool
 
 @rule(
     "claim-unresolved",
-    Action.WARN,
-    "a resource claim whose template, claim or device class the webhook does not know (cannot tell "
-    "whether it is a GPU)",
 )
 def claim_unresolved(ctx: Context) -> Iterable[Finding]:
     """Unknown is not "no GPU": the pod is judged as a GPU pod (placement, privileged-gpu) and warned.

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from webhook.engine.model.context import Context, Finding, TemplateState
-from webhook.engine.model.decision import Action
 from webhook.engine.model.workload import gangs
 from webhook.engine.rules.registry import rule
 from webhook.policy.compiled import CompiledPool
@@ -88,9 +87,6 @@ def _label(m: _Member) -> str:
 
 @rule(
     "compute-domain-invalid",
-    Action.DENY,
-    "a gang claiming a ComputeDomain's IMEX channel that is not one fabric unit: its GPU pods name different "
-    "domains or none, two gangs share one domain, or it needs more nodes than one NVLink domain of its pool",
 )
 def compute_domain_invalid(ctx: Context) -> Iterable[Finding]:
     members = _members(ctx)
@@ -151,8 +147,6 @@ def compute_domain_invalid(ctx: Context) -> Iterable[Finding]:
 
 @rule(
     "compute-domain-num-nodes",
-    Action.WARN,
-    "a ComputeDomain whose numNodes (deprecated) does not match the gang claiming its channel",
 )
 def compute_domain_num_nodes(ctx: Context) -> Iterable[Finding]:
     """``numNodes`` is deprecated upstream and holds pods only with a non-default driver setting, so a

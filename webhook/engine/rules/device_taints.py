@@ -5,16 +5,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.engine.model.context import ClaimContext, Context, Finding
-from webhook.engine.model.decision import Action
 from webhook.engine.model.device_taints import refusal
 from webhook.engine.rules.registry import CLAIM, POD, rule
 
 
 @rule(
     "device-taint-tolerated",
-    Action.DENY,
-    "a DRA claim request (exactly or firstAvailable, in a pod's claim, a ResourceClaim or a template) that "
-    "tolerates device taints the namespace's class or pool does not allow: a blanket toleration, a health taint",
     subjects=(POD, CLAIM),
 )
 def device_taint_tolerated(ctx: Context | ClaimContext) -> Iterable[Finding]:

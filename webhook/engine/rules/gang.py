@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.engine.model.context import Context, Finding, TemplateState
-from webhook.engine.model.decision import Action
 from webhook.engine.model.gang import (
     COSCHEDULING_GROUP,
     KUEUE_GROUP,
@@ -195,9 +194,6 @@ def _multi_pod(ctx: Context) -> bool:
 
 @rule(
     "gang-required",
-    Action.DENY,
-    "multi-pod training without a gang (Job parallelism > 1, Volcano Job, gang-size > 1, an operator kind or "
-    "a Deployment/StatefulSet/ReplicaSet/DaemonSet of a gang-required class with more than one pod)",
     needs=("multi-pod",),
 )
 def gang_required(ctx: Context) -> Iterable[Finding]:
@@ -228,8 +224,6 @@ def _pods(ctx: Context, primary: TemplateState) -> str:
 
 @rule(
     "gang-incomplete",
-    Action.DENY,
-    "Volcano minAvailable < total replicas (all-or-nothing classes); gang-size != parallelism",
     needs=("gang",),
 )
 def gang_incomplete(ctx: Context) -> Iterable[Finding]:
@@ -345,9 +339,6 @@ def _partial_gang(ctx: Context, obj: dict, size: int, cname: str | None) -> Iter
 
 @rule(
     "gang-unschedulable",
-    Action.DENY,
-    "the gang can never start: more GPUs or nodes than the pool has, minAvailable > the pods created "
-    "(Σ replicas, dependsOn tasks), or a backend that may admit part of it (Kueue job-min-parallelism)",
     needs=("gang",),
 )
 def gang_unschedulable(ctx: Context) -> Iterable[Finding]:

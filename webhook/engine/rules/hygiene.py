@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.engine.model.context import Context, Finding, TemplateState
-from webhook.engine.model.decision import Action
 from webhook.engine.model.device_reach import (
     ADMIN_FIX,
     VISIBLE_DEVICES,
@@ -25,11 +24,6 @@ from webhook.quantity import QuantityError, parse_quantity
 
 @rule(
     "privileged-gpu",
-    Action.DENY,
-    "a container of any kind (init, sidecar, ephemeral) that can reach GPU devices beyond its grant (privileged, "
-    "SYS_ADMIN/ALL, hostPath /dev, /proc or /sys, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES env, a DRA "
-    "claim with adminAccess) in a pod holding GPUs or able to reach a pool of shared/sliced cards; a written "
-    "NVIDIA_VISIBLE_DEVICES, or none where the webhook's void is missing, on any GPU pool",
 )
 def privileged_gpu(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
@@ -137,7 +131,7 @@ def _device_env_missing(ctx: Context, state: TemplateState) -> Iterable[Finding]
         )
 
 
-@rule("raw-gpu-request", Action.WARN, "GPU resources with no workload label")
+@rule("raw-gpu-request")
 def raw_gpu_request(ctx: Context) -> Iterable[Finding]:
     label = ctx.policy.keys.workload
     for state in ctx.states:
@@ -171,7 +165,7 @@ def _guaranteed(spec: dict) -> str | None:
     return None
 
 
-@rule("inference-not-guaranteed", Action.WARN, "inference class pod not in Guaranteed QoS")
+@rule("inference-not-guaranteed")
 def inference_not_guaranteed(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
         cls = state.cls

@@ -6,7 +6,6 @@ from collections.abc import Iterable
 
 from webhook.engine.model import reach
 from webhook.engine.model.context import Context, Finding, TemplateState
-from webhook.engine.model.decision import Action
 from webhook.engine.model.reach import normal_toleration, toleration_forms
 from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.policy.compiled import CompiledPool, Policy
@@ -56,8 +55,6 @@ def _term_targets(term: dict, selector: dict[str, str]) -> bool:
 
 @rule(
     "pool-spoofing",
-    Action.DENY,
-    "the pod can be scheduled onto a pool the namespace or class is not entitled to (scheduler semantics)",
 )
 def pool_spoofing(ctx: Context) -> Iterable[Finding]:
     yield from resolution_findings(ctx, "pool-spoofing")
@@ -211,8 +208,6 @@ def _pinned(ctx: Context, state: TemplateState) -> CompiledPool | None:
 
 @rule(
     "placement-missing",
-    Action.DENY,
-    "at /validate, a class pod or pinned raw request stored without the placement or devices it resolves to",
 )
 def placement_missing(ctx: Context) -> Iterable[Finding]:
     if not ctx.stored:
@@ -324,7 +319,7 @@ def _same(have: object, want: str) -> bool:
         return False
 
 
-@rule("node-name-set", Action.DENY, "spec.nodeName on a GPU pod (bypasses the scheduler, gang and topology)")
+@rule("node-name-set")
 def node_name_set(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
         if state.intent is None and not state.resources.has_gpu:

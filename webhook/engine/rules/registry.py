@@ -1,4 +1,4 @@
-"""The rule registry: id, default action, what it catches, and the check function.
+"""The rule registry: the check function of each rule in the catalogue (``webhook/policy/rules.yaml``).
 
 Rules are data the way Kyverno and Gatekeeper treat them: the policy may change a rule's action per
 namespace or class, or exempt namespaces, without touching code. A check function only *finds*; the
@@ -14,6 +14,7 @@ from typing import Any
 from webhook.engine.model.context import ClaimContext, Context, Finding
 from webhook.engine.model.decision import Action
 from webhook.policy.compiled import Policy
+from webhook.policy.rule_catalog import catalog
 
 Check = Callable[[Any], Iterable[Finding]]
 """Called with a :class:`Context` (pod templates) or, for rules that judge claim objects, a
@@ -59,12 +60,18 @@ def facts(ctx: Context) -> frozenset[str]:
 
 
 def rule(
-    rule_id: str, default: Action, catches: str, *, needs: Iterable[str] = (), subjects: Iterable[str] = (POD,)
+    rule_id: str, *, needs: Iterable[str] = (), subjects: Iterable[str] = (POD,)
 ) -> Callable[[Check], Check]:
+    """Register the check of catalogue rule ``rule_id``: its default action and description are the
+    catalogue's, so the policy (which reads the catalogue, not this registry) and the engine agree."""
     needed = frozenset(needs)
     judged = frozenset(subjects)
     if not needed <= FACTS:
         raise ValueError(f"rule {rule_id} needs unknown facts {sorted(needed - FACTS)}")
+    entry = catalog().get(rule_id)
+    if entry is None:
+        raise ValueError(f"rule {rule_id} is not in webhook/policy/rules.yaml: add it there first")
+    default, catches = entry.default, entry.catches
 
     def register(check: Check) -> Check:
         if rule_id in RULES:

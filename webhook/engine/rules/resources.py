@@ -6,7 +6,6 @@ from collections.abc import Iterable
 from fractions import Fraction
 
 from webhook.engine.model.context import Context, Finding, TemplateState
-from webhook.engine.model.decision import Action
 from webhook.engine.model.devices import (
     HAMI,
     MIG,
@@ -36,8 +35,6 @@ def _cpath(state: TemplateState, c: ContainerResources, *rest: str) -> str:
 
 @rule(
     "extended-resource",
-    Action.DENY,
-    "GPU/RDMA resource not integer, requests != limits, request without limit",
 )
 def extended_resource(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
@@ -128,8 +125,6 @@ def judged_pool(ctx: Context, state: TemplateState) -> CompiledPool | None:
 
 @rule(
     "mig-profile-unavailable",
-    Action.DENY,
-    "a MIG resource or claimed MIG profile the pool's GPU model does not offer",
 )
 def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
     policy = ctx.policy
@@ -175,9 +170,6 @@ def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
 
 @rule(
     "gpu-kind-mixed",
-    Action.DENY,
-    "whole GPUs and MIG/shared slices in one container; >1 MIG device per container (resources and claims); "
-    "another container of a class pod, or a DRA claim the user adds, holding a device kind its class did not give it",
 )
 def gpu_kind_mixed(ctx: Context) -> Iterable[Finding]:
     for state in ctx.states:
@@ -315,9 +307,6 @@ def _held(pod: PodResources, value, show, target: tuple[str, int] | None) -> tup
 
 @rule(
     "gpu-count-exceeded",
-    Action.DENY,
-    "GPUs per pod above the class maximum or the pool's GPUs per node, counted over the whole pod (containers, "
-    "native sidecars, the largest init container, DRA claims)",
 )
 def gpu_count_exceeded(ctx: Context) -> Iterable[Finding]:
     yield from resolution_findings(ctx, "gpu-count-exceeded")
@@ -379,8 +368,6 @@ def _counted(state: TemplateState, pod: PodResources, value) -> tuple[str, str]:
 
 @rule(
     "gpu-memory-exceeded",
-    Action.DENY,
-    "gpu-memory larger than any profile / card of the pool; GPU memory of the whole pod above the class maximum",
 )
 def gpu_memory_exceeded(ctx: Context) -> Iterable[Finding]:
     yield from resolution_findings(ctx, "gpu-memory-exceeded")
@@ -505,9 +492,6 @@ def _claim_memory(ctx: Context, state: TemplateState) -> Iterable[Finding]:
 
 @rule(
     "whole-gpu-waste",
-    Action.WARN,
-    "exclusive GPU whose gpu-memory is <= a policy fraction of the card; gpu-memory on a time-sliced card, "
-    "which shares the whole card and enforces no memory",
 )
 def whole_gpu_waste(ctx: Context) -> Iterable[Finding]:
     fraction = ctx.policy.settings.waste_fraction

@@ -29,7 +29,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from webhook.engine.model.context import Context, Finding, TemplateState
-from webhook.engine.model.decision import Action
 from webhook.engine.model.scheduling import DEFAULT_SCHEDULER, unset_scheduler
 from webhook.engine.model.workload import dotted
 from webhook.engine.rules.registry import rule
@@ -211,9 +210,6 @@ def _scheduler_finding(
 
 @rule(
     "scheduling-not-allowed",
-    Action.DENY,
-    "a user-set priorityClassName or schedulerName the class (raw requests: the namespace rule) does not "
-    "allow; system-*-critical on a GPU pod",
 )
 def scheduling_not_allowed(ctx: Context) -> Iterable[Finding]:
     kind_schedulers = ctx.workload.spec.schedulers

@@ -6,7 +6,6 @@ import difflib
 from collections.abc import Iterable
 
 from webhook.engine.model.context import Context, Finding
-from webhook.engine.model.decision import Action
 from webhook.engine.model.tasks import KNOWN_MIXUPS, unknown_fields
 from webhook.engine.model.workload import dotted
 from webhook.engine.rules.registry import resolution_findings, rule
@@ -14,8 +13,6 @@ from webhook.engine.rules.registry import resolution_findings, rule
 
 @rule(
     "unknown-field",
-    Action.DENY,
-    "a Volcano Job field the CRD does not have (kubectl fails or the field vanishes)",
     needs=("volcano-job",),
 )
 def unknown_field(ctx: Context) -> Iterable[Finding]:
@@ -41,9 +38,6 @@ def unknown_field(ctx: Context) -> Iterable[Finding]:
 
 @rule(
     "malformed-object",
-    Action.DENY,
-    "a field the engine reads has the wrong type (the apiserver would reject it), or a list or map it reads "
-    "is larger than any real workload writes (size caps, docs/operations.md)",
     needs=("findings",),
 )
 def malformed_object(ctx: Context) -> Iterable[Finding]:

@@ -14,7 +14,6 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from webhook.engine.model.context import Context, Finding
-from webhook.engine.model.decision import Action
 from webhook.engine.model.gang import (
     KUEUE_GROUP,
     KUEUE_MIN_PARALLELISM,
@@ -64,9 +63,6 @@ def _object_name(value: str) -> bool:
 
 @rule(
     RULE,
-    Action.DENY,
-    "a workload its controller or scheduler would refuse or never run: Volcano Job task names, replicas, "
-    "partitions, networkTopology, dependsOn; Kueue pod-group, queue and TAS keys",
 )
 def workload_invalid(ctx: Context) -> Iterable[Finding]:
     cname = _class_name(ctx)

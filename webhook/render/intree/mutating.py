@@ -68,11 +68,11 @@ def _patch(op: str, path: str, value: Any = None) -> str:
 def _canonical(policy: Policy, cls: str, labels: dict[str, str]) -> list[dict[str, Any]] | None:
     """The webhook's patch for a Pod of ``cls`` with no intent annotations, stored as the apiserver
     stores it, in a namespace with ``labels``; None when it is not a placement a policy can copy."""
-    from webhook.engine import evaluate
+    from webhook.engine import Request, validate
 
     pod = stored_pod(policy, cls)
     full = {"kubernetes.io/metadata.name": "in-tree-probe", **labels}
-    decision = evaluate(policy, pod, namespace="in-tree-probe", namespace_labels=full, details=False)
+    decision = validate(policy, Request(pod, namespace="in-tree-probe", namespace_labels=full))
     if not decision.allowed or not decision.patch:
         return None
     if not all(op["path"].startswith(ALLOWED) for op in decision.patch):
