@@ -185,6 +185,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
             explain=explain,
         )
 
+    entitled = policy.entitlement_index(labels)
     ctx = Context(
         policy=policy,
         obj=obj,
@@ -193,7 +194,8 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
         operation=operation,
         namespace=str(ns),
         namespace_labels=labels,
-        entitlement=policy.entitlement(labels),
+        entitlement=None if entitled is None else policy.namespaces[entitled],
+        entitlement_key=entitled,
         old_object=old_object,
         states=states,
         trace=trace,
@@ -508,28 +510,13 @@ def _resolve_all(ctx: Context) -> None:
 
 
 def _resolve(policy: Policy, intent: Intent, ctx: Context, selector: dict[str, str]) -> Resolution | Failure:
-    """``resolve``, remembered per policy: its answer is a function of the intent's values, the
-    entitlement, the namespace name and the user's nodeSelector, and a cluster asks the same few
+    """``resolve``, remembered per policy: its answer is a function of the intent (a frozen value, its own
+    key), the entitlement, the namespace name and the user's nodeSelector, and a cluster asks the same few
     questions over and over (every pod of a Deployment, every task of a job). With ``--explain`` it
     runs every time, since the trace records each step."""
     if ctx.trace is not None:
         return resolve(policy, intent, ctx.entitlement, ctx.namespace, selector, ctx.trace)
-    key = (
-        "resolve",
-        intent.class_name,
-        intent.class_path,
-        intent.adopted_from,
-        intent.gpus,
-        intent.gpu_memory,
-        intent.isolation,
-        intent.gpu_model,
-        intent.pool,
-        intent.rdma,
-        tuple(intent.paths.items()),
-        id(ctx.entitlement),
-        ctx.namespace,
-        tuple(selector.items()),
-    )
+    key = ("resolve", intent, ctx.entitlement_key, ctx.namespace, tuple(selector.items()))
     return policy.recall(key, lambda: resolve(policy, intent, ctx.entitlement, ctx.namespace, selector, None))
 
 

@@ -367,9 +367,14 @@ class Policy:
 
     def entitlement(self, labels: dict[str, str]) -> Entitlement | None:
         """First namespace rule whose selector matches: ordered like a firewall, last one is the default."""
-        for rule in self.namespaces:
+        index = self.entitlement_index(labels)
+        return None if index is None else self.namespaces[index]
+
+    def entitlement_index(self, labels: dict[str, str]) -> int | None:
+        """Where in ``namespaces`` the entitlement of ``labels`` is (None: no rule matches)."""
+        for index, rule in enumerate(self.namespaces):
             if rule.selector.matches(labels):
-                return rule
+                return index
         return None
 
     def entitled_pools(self, entitlement: Entitlement | None, class_name: str | None) -> tuple[str, ...]:

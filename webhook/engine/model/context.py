@@ -134,6 +134,10 @@ class Context:
     what our mutation should have set must already be there (``placement-missing``)."""
     requester: Requester | None = None
     """Who sent the request (``request.userInfo``); None offline."""
+    entitlement_key: int | None = None
+    """The entitlement's place among the policy's namespace rules (None: none matched): a value of the
+    frozen policy, so what is remembered per entitlement is keyed by it (an entitlement, a pydantic
+    model holding selectors, is not hashable)."""
 
     def reach(self, state: TemplateState) -> frozenset[str]:
         """Pools the template as judged (``view``/``judged``) can be bound into: ``webhook.engine.model.reach``."""

@@ -8,7 +8,7 @@ every mistake at once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 from fractions import Fraction
 from typing import Any
 
@@ -58,8 +58,13 @@ def positive_integer(value: str) -> int | None:
     return None
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Intent:
+    """What a pod template asks for, as read from its labels and annotations: a value.
+
+    Frozen and hashable, so that whatever is derived from it (the resolution, remembered per policy) is
+    keyed by the intent itself: a field added here is part of every such key without anyone listing it."""
+
     class_name: str
     class_path: str  # where the workload label was found
     adopted_from: str | None = None  # pool whose adoptAs made this a class (raw request)
@@ -75,8 +80,18 @@ class Intent:
     topology: Topology | None = None
     topology_none: bool = False
     container: str | None = None
-    errors: list[tuple[str, str]] = field(default_factory=list)  # (path, message)
-    paths: dict[str, str] = field(default_factory=dict)  # key -> field path, for messages
+    errors: tuple[tuple[str, str], ...] = ()  # (path, message)
+    paths: tuple[tuple[str, str], ...] = ()  # (key, field path) in reading order, for messages
+
+    def path_of(self, key: str, default: str) -> str:
+        """Where ``key`` was read (``default`` when it was not set): what a message about it names."""
+        for name, path in self.paths:
+            if name == key:
+                return path
+        return default
+
+    def has(self, key: str) -> bool:
+        return any(name == key for name, _ in self.paths)
 
 
 def _lookup(
@@ -107,7 +122,7 @@ def read_intent(
 ) -> Intent:
     keys = policy.keys
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    intent = Intent(class_name=class_name, class_path=class_path)
+    base = Intent(class_name=class_name, class_path=class_path)
     # the two places a key may be, template first (what _lookup does, inlined: ten keys per template)
     own = tpl.metadata.get("annotations")
     own = own if isinstance(own, dict) else {}
@@ -117,7 +132,10 @@ def read_intent(
     if outer:
         present |= keys.annotations.intersection(outer)
     if not present:
-        return intent
+        return base
+    fields: dict[str, Any] = {}  # what the keys set, then one Intent built from it
+    paths: list[tuple[str, str]] = []
+    errors: list[tuple[str, str]] = []
 
     def get(key: str) -> tuple[str, str] | None:
         if key in own:
@@ -126,18 +144,18 @@ def read_intent(
             value, path = outer[key], dotted(("metadata", "annotations", key))
         else:
             return None
-        intent.paths[key] = path
+        paths.append((key, path))
         if not isinstance(value, str):
             value = str(value)
         return value.strip(), path
 
     def bad(path: str, message: str) -> None:
-        intent.errors.append((path, message))
+        errors.append((path, message))
 
     if keys.gpus in present and (got := get(keys.gpus)) is not None:
         value, path = got
         if (number := positive_integer(value)) is not None:
-            intent.gpus, intent.gpus_set = number, True
+            fields["gpus"], fields["gpus_set"] = number, True
         else:
             bad(
                 path,
@@ -152,37 +170,37 @@ def read_intent(
                 raise QuantityError(f"{_shown(value)} must be greater than zero")
             if value.isdigit():
                 raise QuantityError(f"{_shown(value)} has no unit; write 4Gi, 4096Mi or 20G")
-            intent.gpu_memory = amount
+            fields["gpu_memory"] = amount
         except QuantityError as exc:
             bad(path, f"{keys.gpu_memory}: {exc}")
     if keys.isolation in present and (got := get(keys.isolation)) is not None:
         value, path = got
         if (isolation := _ISOLATIONS.get(value)) is not None:
-            intent.isolation = isolation
+            fields["isolation"] = isolation
         else:
             bad(path, f"{keys.isolation} must be shared, mig or exclusive, got {_shown(value)}")
     if keys.gpu_model in present and (got := get(keys.gpu_model)) is not None:
         value, path = got
         if value in policy.models:
-            intent.gpu_model = value
+            fields["gpu_model"] = value
         else:
             bad(path, f"unknown GPU model {_shown(value)}; known: {', '.join(sorted(policy.models))}")
     if keys.pool in present and (got := get(keys.pool)) is not None:
         value, path = got
         if value in policy.pools:
-            intent.pool = value
+            fields["pool"] = value
         else:
             bad(path, f"unknown pool {_shown(value)}; pools: {', '.join(sorted(policy.pools))}")
     if keys.rdma in present and (got := get(keys.rdma)) is not None:
         value, path = got
         if value.lower() in ("true", "false"):
-            intent.rdma = value.lower() == "true"
+            fields["rdma"] = value.lower() == "true"
         else:
             bad(path, f'{keys.rdma} must be "true" or "false", got {_shown(value)}')
     if keys.gang in present and (got := get(keys.gang)) is not None:
         value, path = got
         if _DNS_1123.match(value) and len(value) <= 63:
-            intent.gang = value
+            fields["gang"] = value
         elif len(value) > 63:  # it becomes a label value (and a PodGroup name): 63 characters at most
             bad(path, f"{keys.gang} is {len(value)} characters; the limit is 63 (it is a label value): shorten it")
         else:
@@ -190,7 +208,7 @@ def read_intent(
     if keys.gang_size in present and (got := get(keys.gang_size)) is not None:
         value, path = got
         if (number := positive_integer(value)) is not None:
-            intent.gang_size = number
+            fields["gang_size"] = number
         else:
             bad(
                 path,
@@ -200,9 +218,9 @@ def read_intent(
     if keys.topology in present and (got := get(keys.topology)) is not None:
         value, path = got
         if value in ("none", "none:"):
-            intent.topology_none = True
+            fields["topology_none"] = True
         elif (topology := _TOPOLOGIES.get(value)) is not None:
-            intent.topology = topology
+            fields["topology"] = topology
         else:
             bad(
                 path,
@@ -213,10 +231,10 @@ def read_intent(
         value, path = got
         names = _names(tpl.spec, "containers")
         if value in names:
-            intent.container = value
+            fields["container"] = value
         else:
             bad(path, _not_a_gpu_container(tpl, keys.container, value, names))
-    return intent
+    return replace(base, **fields, paths=tuple(paths), errors=tuple(errors))
 
 
 def _names(spec: dict[str, Any], group: str) -> list[str]:

@@ -105,7 +105,7 @@ def resolve(
     if intent.isolation is not None and intent.isolation not in cls.isolation.permitted:
         return Failure(
             "intent-invalid",
-            intent.paths.get(policy.keys.isolation, intent.class_path),
+            intent.path_of(policy.keys.isolation, intent.class_path),
             f"class {intent.class_name!r} allows isolation {'/'.join(i.value for i in cls.isolation.permitted)}, "
             f"not {isolation.value!r}",
         )
@@ -123,7 +123,7 @@ def resolve(
     if isolation is Isolation.MIG and intent.gpus > 1 and intent.adopted_from is None:
         return Failure(
             "intent-invalid",
-            intent.paths.get(policy.keys.gpus, intent.class_path),
+            intent.path_of(policy.keys.gpus, intent.class_path),
             f"isolation mig gives one MIG device per pod (a container sees only one), but {intent.gpus} GPUs "
             "were asked; use isolation exclusive for several whole GPUs",
         )
@@ -133,7 +133,7 @@ def resolve(
         if intent.pool not in cls.pools:
             return Failure(
                 "class-not-allowed",
-                intent.paths.get(policy.keys.pool, intent.class_path),
+                intent.path_of(policy.keys.pool, intent.class_path),
                 f"pool {intent.pool!r} is not a pool of class {intent.class_name!r} (pools: {', '.join(cls.pools)})",
             )
         candidates = (intent.pool,)
@@ -164,11 +164,11 @@ def resolve(
     detail = "; ".join(f"{n}: {r.text}" for n, r in skipped)
     path = intent.class_path
     if first.rule == "rdma-unavailable":
-        path = intent.paths.get(policy.keys.rdma, path)
+        path = intent.path_of(policy.keys.rdma, path)
     elif first.rule == "gpu-memory-exceeded":
-        path = intent.paths.get(policy.keys.gpu_memory, path)
+        path = intent.path_of(policy.keys.gpu_memory, path)
     elif first.rule == "gpu-count-exceeded":
-        path = intent.paths.get(policy.keys.gpus, path)
+        path = intent.path_of(policy.keys.gpus, path)
     message = f"no pool of class {intent.class_name!r} fits ({detail})"
     if first.rule == "pool-spoofing":
         message += "; remove the conflicting nodeSelector: the webhook sets the pool's selector"

@@ -81,7 +81,7 @@ def pin_choice(ctx: Context, state: TemplateState) -> CompiledPool | None:
                 return name
         return None
 
-    name = policy.recall(("pin", id(entitlement), pl), choose)
+    name = policy.recall(("pin", ctx.entitlement_key, pl), choose)
     return policy.pools[name] if name is not None else None
 
 

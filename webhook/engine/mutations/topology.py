@@ -35,7 +35,9 @@ def _plan(
 ) -> tuple[TopologyLevel, bool, tuple[TopologyLevel, ...]] | None:
     """(level, required, the levels from node up to it that the pool labels), or None for "none";
     a function of the class, the intent and the pool, so remembered per policy."""
-    return policy.recall(("topology", class_default, asked, id(labels)), lambda: _levels(class_default, asked, labels))
+    return policy.recall(
+        ("topology", class_default, asked, tuple(labels.items())), lambda: _levels(class_default, asked, labels)
+    )
 
 
 def _levels(

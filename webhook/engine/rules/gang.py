@@ -180,7 +180,7 @@ def _template_gang_sizes(ctx: Context, cname: str | None) -> Iterable[Finding]:
 def _no_gang_name(ctx: Context) -> str:
     key = ctx.policy.keys.gang
     primary = ctx.primary
-    if primary is not None and primary.intent is not None and key in primary.intent.paths:
+    if primary is not None and primary.intent is not None and primary.intent.has(key):
         return f"its gang name (annotation {key}) is invalid (see intent-invalid)"
     return f"it has no gang name (annotation {key})"
 
@@ -243,7 +243,7 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
     ):
         yield Finding(
             "gang-incomplete",
-            intent.paths.get(ctx.policy.keys.gang_size, ""),
+            intent.path_of(ctx.policy.keys.gang_size, ""),
             f"gang-size {intent.gang_size} does not match the {size} pods the workload runs; "
             "remove the annotation (it is derived) or fix it",
             cname,

@@ -22,7 +22,7 @@ def _entitled(ctx: Context, state: TemplateState) -> frozenset[str]:
     a function of the policy, so remembered there."""
     class_name = state.class_name if state.cls is not None else None
     return ctx.policy.recall(
-        ("entitled", id(ctx.entitlement), class_name),
+        ("entitled", ctx.entitlement_key, class_name),
         lambda: frozenset(ctx.policy.entitled_pools(ctx.entitlement, class_name)),
     )
 

@@ -381,7 +381,7 @@ def gpu_memory_exceeded(ctx: Context) -> Iterable[Finding]:
         if res.memory is not None and res.memory > limit:
             yield Finding(
                 "gpu-memory-exceeded",
-                intent.paths.get(ctx.policy.keys.gpu_memory, intent.class_path),
+                intent.path_of(ctx.policy.keys.gpu_memory, intent.class_path),
                 f"{format_bytes(res.memory)} of GPU memory exceeds class {intent.class_name!r}'s "
                 f"maximum of {format_bytes(limit)}",
                 intent.class_name,
@@ -500,7 +500,7 @@ def whole_gpu_waste(ctx: Context) -> Iterable[Finding]:
         if res is not None and intent is not None and res.shared_card and intent.gpu_memory is not None:
             yield Finding(
                 "whole-gpu-waste",
-                intent.paths.get(ctx.policy.keys.gpu_memory, intent.class_path),
+                intent.path_of(ctx.policy.keys.gpu_memory, intent.class_path),
                 f"gpu-memory {format_bytes(intent.gpu_memory)} is not enforced: pool {res.pool.name} time-slices "
                 f"whole {res.pool.spec.gpu_model} cards",
                 intent.class_name,
@@ -513,7 +513,7 @@ def whole_gpu_waste(ctx: Context) -> Iterable[Finding]:
             share = int(res.memory * 100 / card)
             yield Finding(
                 "whole-gpu-waste",
-                intent.paths.get(ctx.policy.keys.gpu_memory, intent.class_path),
+                intent.path_of(ctx.policy.keys.gpu_memory, intent.class_path),
                 f"{format_bytes(res.memory)} on a whole {res.pool.spec.gpu_model} uses {share}% of its memory"
                 + _smaller(ctx, res.cls, res.memory),
                 intent.class_name,

@@ -119,7 +119,7 @@ def allowed_for(ctx: Context, state: TemplateState | None) -> Allowed | None:
             return None
         return policy.recall(("scheduling-allowed", name), lambda: _for_class(policy, name, cls))
     ent = ctx.entitlement
-    return policy.recall(("scheduling-allowed-raw", id(ent)), lambda: _for_entitlement(ent))
+    return policy.recall(("scheduling-allowed-raw", ctx.entitlement_key), lambda: _for_entitlement(ent))
 
 
 def _object_class(ctx: Context) -> str | None:
@@ -238,7 +238,10 @@ def scheduling_not_allowed(ctx: Context) -> Iterable[Finding]:
                 yield found
     if not judged_any:
         return
-    fields = ctx.policy.recall(("scheduling-fields", id(ctx.workload)), lambda: _object_fields(ctx.workload))
+    fields = ctx.policy.recall(
+        ("scheduling-fields", ctx.workload.spec.api_version, ctx.workload.spec.kind),
+        lambda: _object_fields(ctx.workload),
+    )
     if not fields:
         return
     allowed = allowed_for(ctx, None)
