@@ -44,7 +44,7 @@ from webhook.engine.model.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.model.pool_stack import families_on
 from webhook.engine.model.request import Request, Stage
 from webhook.engine.model.resolution import Failure, Resolution, resolve
-from webhook.engine.model.workload import Template, classify, dotted, kind_name, projected, templates
+from webhook.engine.model.workload import Template, classify, dotted, projected, templates
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.rules import RULES, effective_action
 from webhook.engine.rules.registry import POD
@@ -189,7 +189,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
     ctx = Context(
         policy=policy,
         obj=obj,
-        kind=kind_name(kind),
+        kind=kind.name,
         workload=kind,
         operation=operation,
         namespace=str(ns),
@@ -224,7 +224,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
 
     view = None
     if policy.spec.exceptions and today is not None:
-        view = _object_view(obj, str(display_kind), str(ns), meta, states, kind_name(kind) == "Pod")
+        view = _object_view(obj, str(display_kind), str(ns), meta, states, kind.root_template)
     patch = PatchBuilder(obj)
     if device_only:
         if not (kind.mutate and (operation == "UPDATE" or as_received)):
@@ -496,7 +496,7 @@ def _resolve_all(ctx: Context) -> None:
         if isinstance(result, Resolution) and (ctx.cluster.nodes or ctx.cluster.pool_mig is not None):
             # the nodes are the truth: a profile none of them advertises would stay Pending
             result = node_truth.on_nodes(
-                ctx.cluster, result, intent.paths.get(policy.keys.gpu_memory, intent.class_path)
+                ctx.cluster, result, intent.path_of(policy.keys.gpu_memory, intent.class_path)
             )
             if isinstance(result, Resolution) and ctx.trace is not None and "the pool's nodes advertise" in result.why:
                 ctx.explain(f"{_where(state)}: {result.why}")
@@ -650,7 +650,7 @@ def _waste(ctx: Context) -> WasteReport | None:
     devices = primary.judged.effective_devices() or 1
     # the pods this object creates: a bare pod is one pod even in a gang of N (its gang-size counts the
     # other pods' objects too, each of which reports its own device: N x N if counted here)
-    pods = ctx.gang.size if ctx.gang is not None and ctx.kind != "Pod" else 1
+    pods = ctx.gang.size if ctx.gang is not None and not ctx.workload.root_template else 1
     device, device_bytes = res.device_name, res.device_bytes
     for claim in primary.judged.claims:  # a slice the devices' request policy rounds up holds more
         for request in claim.requests:

@@ -241,6 +241,21 @@ class WorkloadKindSpec(Model):
         None, description="Volcano networkTopology field of the object (Volcano Job spec.networkTopology)"
     )
     validate_fields: bool = Field(False, description="check the Volcano Job field names (unknown-field)")
+    tasks: FieldPath | None = Field(
+        None,
+        description="a list of tasks read as Volcano reads them: dependsOn delays a task's pods, minAvailable "
+        "counts per task and for the job (Volcano Job: spec.tasks)",
+    )
+    batch_job: FieldPath | None = Field(
+        None,
+        description="where a batch/v1 Job (its metadata and spec) is in the object: '' for a Job, "
+        "spec.jobTemplate for a CronJob; Kueue's job-min-parallelism and the Job's parallelism are read there",
+    )
+    per_node: bool = Field(
+        False,
+        description="its controller runs one pod on every node it selects (DaemonSet): neither its templates "
+        "nor the pods it owns are pinned to a pool",
+    )
     schedulers: tuple[str, ...] = Field(
         (),
         description="schedulers the kind's own controller or webhook sets on it (a Volcano Job: volcano); "
@@ -400,6 +415,9 @@ class CompiledKind:
     groups: Path | None
     builtin: bool = False
     scale: Path | None = None  # where a Scale's spec.replicas lands (ScaleKind.replicas)
+    tasks: Path | None = None  # a Volcano-style task list (WorkloadKindSpec.tasks)
+    batch_job: Path | None = None  # where the batch Job is ((): the object itself)
+    per_node: bool = False  # one pod per node (WorkloadKindSpec.per_node)
 
     @property
     def api_version(self) -> str:
@@ -470,6 +488,9 @@ class CompiledKind:
             groups=parse_path(spec.gang.groups) if spec.gang.groups else None,
             builtin=builtin,
             scale=parse_path(spec.scale.replicas) if spec.scale else None,
+            tasks=parse_path(spec.tasks) if spec.tasks else None,
+            batch_job=parse_path(spec.batch_job) if spec.batch_job is not None else None,
+            per_node=spec.per_node,
         )
 
 

@@ -114,7 +114,7 @@ class Gang:
 class Context:
     policy: Policy
     obj: dict[str, Any]
-    kind: str  # the kind's name ("Pod", "VolcanoJob", "PyTorchJob"); a ``Kind`` member for the originals
+    kind: str  # the kind's display name ("Pod", "VolcanoJob"), for messages; its traits are in ``workload``
     workload: CompiledKind  # the kind table's row: templates, pod count, gang keys per backend
     operation: str
     namespace: str

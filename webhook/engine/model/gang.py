@@ -14,8 +14,7 @@ from collections.abc import Iterator
 
 from webhook.engine.model.context import Context, Gang
 from webhook.engine.model.tasks import first_wave, tasks_of
-from webhook.engine.model.workload import Kind
-from webhook.policy.kinds import CompiledKey, GangValue, Wild, bind
+from webhook.policy.kinds import CompiledKey, CompiledKind, GangValue, Wild, bind
 from webhook.policy.model import GangBackend
 
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
@@ -32,11 +31,11 @@ KUEUE_REQUIRED = "kueue.x-k8s.io/podset-required-topology"
 KUEUE_TAS = (KUEUE_PREFERRED, KUEUE_REQUIRED, "kueue.x-k8s.io/podset-unconstrained-topology")
 
 
-def job_paths(kind: str) -> tuple[tuple, tuple]:
-    """(metadata path, spec path) of the batch Job inside the object."""
-    if kind == Kind.CRONJOB:
-        return ("spec", "jobTemplate", "metadata"), ("spec", "jobTemplate", "spec")
-    return ("metadata",), ("spec",)
+def job_paths(kind: CompiledKind) -> tuple[tuple, tuple]:
+    """(metadata path, spec path) of the batch Job inside the object (the kind's ``batchJob``; the object's
+    own for every other kind)."""
+    at = kind.batch_job or ()
+    return (*at, "metadata"), (*at, "spec")
 
 
 def pod_count(ctx: Context) -> int:
@@ -102,7 +101,7 @@ def derive(ctx: Context) -> Gang | None:
         meta = ctx.obj.get("metadata") if isinstance(ctx.obj.get("metadata"), dict) else {}
         name = ctx.name if meta.get("name") else None  # generateName: the final name is not known at admission
     # Volcano's dependsOn: only the tasks created first can form the gang (see Gang.start)
-    start = first_wave(tasks_of(ctx.obj)) if ctx.kind is Kind.VOLCANO_JOB else None
+    start = first_wave(tasks_of(ctx.obj, ctx.workload.tasks)) if ctx.workload.tasks is not None else None
     selector: dict[str, str] | None = None
     if name and rules.selector:
         selector = {rules.selector.replace("{prefix}", ctx.policy.settings.prefix): name}

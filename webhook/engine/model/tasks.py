@@ -91,11 +91,13 @@ def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def tasks_of(obj: Any) -> list[dict[str, Any]]:
-    """``spec.tasks`` as a list of maps (anything else reads as no task: the shape gate reports it)."""
-    spec = obj.get("spec") if isinstance(obj, dict) else None
-    tasks = spec.get("tasks") if isinstance(spec, dict) else None
-    return [t if isinstance(t, dict) else {} for t in tasks] if isinstance(tasks, list) else []
+def tasks_of(obj: Any, path: tuple[str | int, ...]) -> list[dict[str, Any]]:
+    """The kind's task list (``tasks`` in the kind table: a Volcano Job's ``spec.tasks``) as a list of maps
+    (anything else reads as no task: the shape gate reports it)."""
+    node = obj
+    for part in path:
+        node = node.get(part) if isinstance(node, dict) and isinstance(part, str) else None
+    return [t if isinstance(t, dict) else {} for t in node] if isinstance(node, list) else []
 
 
 def task_name(task: dict[str, Any], index: int) -> str:

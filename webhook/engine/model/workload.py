@@ -9,7 +9,6 @@ turns an object and its kind's row into the ``Template`` list every mutation ste
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -17,28 +16,6 @@ from webhook.policy.kinds import CompiledKind, CompiledTemplate, Wild, bind, bui
 
 if TYPE_CHECKING:
     from webhook.policy.compiled import Policy
-
-
-class Kind(StrEnum):
-    """Names of the original built-in kinds (``CompiledKind.name``); kept for readers that compare
-    ``ctx.kind``. New code reads the kind's traits from ``ctx.workload`` instead."""
-
-    POD = "Pod"
-    JOB = "Job"
-    VOLCANO_JOB = "VolcanoJob"
-    CRONJOB = "CronJob"
-    DEPLOYMENT = "Deployment"
-    STATEFULSET = "StatefulSet"
-    REPLICASET = "ReplicaSet"
-    DAEMONSET = "DaemonSet"
-
-
-_NAMES = {k.value: k for k in Kind}
-
-
-def kind_name(kind: CompiledKind) -> str:
-    """The kind's name, as a ``Kind`` member where it is one of the original built-ins."""
-    return _NAMES.get(kind.name, kind.name) if kind.builtin else kind.name
 
 
 @dataclass(slots=True)

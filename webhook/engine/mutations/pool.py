@@ -22,7 +22,6 @@ from __future__ import annotations
 from webhook.engine.model import reach
 from webhook.engine.model.context import Context, TemplateState
 from webhook.engine.model.reach import normal_toleration, toleration_forms
-from webhook.engine.model.workload import Kind
 from webhook.engine.patch import PatchBuilder
 from webhook.policy.compiled import CompiledPool
 
@@ -55,13 +54,18 @@ def _merge(
 
 
 def _daemon_owned(ctx: Context) -> bool:
-    if ctx.kind is Kind.DAEMONSET:
+    """A per-node kind (the kind table's ``perNode``: a DaemonSet), or a Pod such a kind controls."""
+    if ctx.workload.per_node:
         return True
-    meta = ctx.obj.get("metadata") if ctx.kind is Kind.POD else None
+    meta = ctx.obj.get("metadata") if ctx.workload.root_template else None
     owners = meta.get("ownerReferences") if isinstance(meta, dict) else None
     if not isinstance(owners, list):
         return False
-    return any(isinstance(o, dict) and o.get("kind") == "DaemonSet" and o.get("controller") is True for o in owners)
+    # by kind name, whatever the apiVersion says: the owner reference is the user's to write
+    per_node = ctx.policy.recall(
+        ("per-node-kinds",), lambda: frozenset(k.kind for k in ctx.policy.kinds.values() if k.per_node)
+    )
+    return any(isinstance(o, dict) and o.get("kind") in per_node and o.get("controller") is True for o in owners)
 
 
 def pin_choice(ctx: Context, state: TemplateState) -> CompiledPool | None:

@@ -51,7 +51,7 @@ def _members(ctx: Context) -> list[_Member]:
 
 def _pods(members: list[_Member], ctx: Context | None = None) -> int:
     """Pods of the gang holding GPUs; a bare pod of a gang stands for the whole gang (its gang-size)."""
-    if ctx is not None and ctx.gang is not None and ctx.kind == "Pod":
+    if ctx is not None and ctx.gang is not None and ctx.workload.root_template:
         return ctx.gang.size
     return sum(max(0, m.state.tpl.replicas) for m in members)
 

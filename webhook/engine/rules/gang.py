@@ -29,7 +29,7 @@ from webhook.engine.model.tasks import (
     task_replicas,
     tasks_of,
 )
-from webhook.engine.model.workload import Kind, dotted
+from webhook.engine.model.workload import dotted
 from webhook.engine.rules.resources import judged_pool
 from webhook.policy.kinds import CompiledKey, GangValue
 from webhook.policy.model import GangBackend
@@ -250,7 +250,7 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
         )
     if not primary.cls.gang.all_or_nothing:
         return
-    if ctx.kind is Kind.VOLCANO_JOB:
+    if ctx.workload.tasks is not None:
         # the gang that can form: every pod, or with dependsOn the pods of the tasks created first
         target = ctx.gang.min_member
         min_available = _get(obj, ("spec", "minAvailable"))
@@ -265,7 +265,7 @@ def gang_incomplete(ctx: Context) -> Iterable[Finding]:
                 f"{target} workers and leave the rest waiting; set minAvailable: {target}",
                 cname,
             )
-        for index, task in enumerate(tasks_of(obj)):
+        for index, task in enumerate(tasks_of(obj, ctx.workload.tasks)):
             task_min, replicas = task.get("minAvailable"), task_replicas(task)
             if isinstance(task_min, int) and not isinstance(task_min, bool) and 0 <= task_min < replicas:
                 yield Finding(
@@ -345,9 +345,9 @@ def gang_unschedulable(ctx: Context) -> Iterable[Finding]:
     primary = ctx.primary
     if primary is None or primary.cls is None or ctx.gang is None:
         return
-    if ctx.kind is Kind.VOLCANO_JOB:
+    if ctx.workload.tasks is not None:
         yield from _volcano_never_forms(ctx, primary.class_name)
-    elif ctx.kind in (Kind.JOB, Kind.CRONJOB):
+    elif ctx.workload.batch_job is not None:
         yield from _kueue_partial_admission(ctx, primary)
     if ctx.gang.size > 1:
         yield from _beyond_capacity(ctx, primary)
@@ -356,7 +356,7 @@ def gang_unschedulable(ctx: Context) -> Iterable[Finding]:
 def _volcano_never_forms(ctx: Context, cname: str | None) -> Iterable[Finding]:
     """A Volcano Job whose gang minimum counts pods that will not exist when the gang must form."""
     obj = ctx.mutated or ctx.obj
-    tasks = tasks_of(obj)
+    tasks = tasks_of(obj, ctx.workload.tasks or ())
     total = sum(task_replicas(t) for t in tasks)
     for index, task in enumerate(tasks):
         name, replicas = task_name(task, index), task.get("replicas")
@@ -416,7 +416,7 @@ def _kueue_partial_admission(ctx: Context, primary: TemplateState) -> Iterable[F
     if not primary.cls.gang.all_or_nothing:
         return
     obj = ctx.mutated or ctx.obj
-    meta, _ = job_paths(ctx.kind)
+    meta, _ = job_paths(ctx.workload)
     value = _get(obj, (*meta, "annotations", KUEUE_MIN_PARALLELISM))
     if value is None:
         return

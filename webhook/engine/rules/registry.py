@@ -38,7 +38,7 @@ class Rule:
 
 RULES: dict[str, Rule] = {}
 
-FACTS = frozenset({"findings", "gang", "multi-pod", "volcano-job"})
+FACTS = frozenset({"findings", "gang", "multi-pod", "validated-fields"})
 
 
 def facts(ctx: Context) -> frozenset[str]:
@@ -55,7 +55,7 @@ def facts(ctx: Context) -> frozenset[str]:
         if ctx.gang.size > 1:
             found.append("multi-pod")
     if ctx.workload.spec.validate_fields:
-        found.append("volcano-job")
+        found.append("validated-fields")
     return frozenset(found)
 
 

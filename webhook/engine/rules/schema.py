@@ -13,7 +13,7 @@ from webhook.engine.rules.registry import resolution_findings, rule
 
 @rule(
     "unknown-field",
-    needs=("volcano-job",),
+    needs=("validated-fields",),
 )
 def unknown_field(ctx: Context) -> Iterable[Finding]:
     if not ctx.workload.spec.validate_fields:

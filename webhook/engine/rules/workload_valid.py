@@ -25,7 +25,7 @@ from webhook.engine.model.gang import (
     job_paths,
 )
 from webhook.engine.model.tasks import depends_on, task_name, tasks_of
-from webhook.engine.model.workload import Kind, dotted
+from webhook.engine.model.workload import dotted
 from webhook.engine.rules.registry import rule
 
 RULE = "workload-invalid"
@@ -67,8 +67,8 @@ def _object_name(value: str) -> bool:
 def workload_invalid(ctx: Context) -> Iterable[Finding]:
     cname = _class_name(ctx)
     obj = ctx.mutated or ctx.obj  # judged as it will be stored: our own mutation must not break it
-    if ctx.kind is Kind.VOLCANO_JOB:
-        yield from _volcano(obj, cname)
+    if ctx.workload.tasks is not None:
+        yield from _volcano(obj, ctx.workload.tasks, cname)
     yield from _kueue(ctx, obj, cname)
 
 
@@ -87,9 +87,9 @@ def _class_name(ctx: Context) -> str | None:
 # --- Volcano Job ------------------------------------------------------------------------------------
 
 
-def _volcano(obj: dict[str, Any], cname: str | None) -> Iterator[Finding]:
+def _volcano(obj: dict[str, Any], at: tuple[str | int, ...], cname: str | None) -> Iterator[Finding]:
     spec = _map(obj.get("spec"))
-    tasks = tasks_of(obj)
+    tasks = tasks_of(obj, at)
     job = str(_map(obj.get("metadata")).get("name") or "")
 
     def found(path: tuple, message: str) -> Finding:
@@ -251,7 +251,7 @@ def _mpi_master(spec: dict[str, Any], names: list[str], found) -> Iterator[Findi
 def _kueue(ctx: Context, obj: dict[str, Any], cname: str | None) -> Iterator[Finding]:
     meta = _map(obj.get("metadata"))
     yield from _queue_name(_map(meta.get("labels")), ("metadata",), cname)
-    if ctx.kind in (Kind.JOB, Kind.CRONJOB):
+    if ctx.workload.batch_job is not None:
         yield from _min_parallelism(ctx, obj, cname)
     for state in ctx.states:
         tpl = state.view  # the template in the object as it will be stored
@@ -340,7 +340,7 @@ def _tas(annotations: dict[str, Any], at: tuple, pods: int, cname: str | None) -
 
 
 def _min_parallelism(ctx: Context, obj: dict[str, Any], cname: str | None) -> Iterator[Finding]:
-    meta_path, spec_path = job_paths(ctx.kind)
+    meta_path, spec_path = job_paths(ctx.workload)
     meta: Any = obj
     for part in meta_path:
         meta = _map(meta).get(part)
