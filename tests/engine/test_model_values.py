@@ -5,7 +5,6 @@ requests), and the rule catalogue the policy reads is the registry the engine ru
 from __future__ import annotations
 
 import ast
-import dataclasses
 from fractions import Fraction
 from pathlib import Path
 
@@ -23,10 +22,10 @@ ROOT = Path(__file__).resolve().parents[2] / "webhook"
 def test_an_intent_is_frozen_and_its_own_key():
     one = Intent("inference", "metadata.labels[x]", gpu_memory=Fraction(4 << 30), paths=(("gpu-memory", "a"),))
     same = Intent("inference", "metadata.labels[x]", gpu_memory=Fraction(4 << 30), paths=(("gpu-memory", "a"),))
-    other = dataclasses.replace(one, container="sidecar")  # a field the old hand-written key did not list
+    other = one._replace(container="sidecar")  # a field the old hand-written key did not list
     assert hash(one) == hash(same) and one == same
     assert one != other and len({one, same, other}) == 2
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         one.gpus = 2  # type: ignore[misc]
     assert one.path_of("gpu-memory", "-") == "a" and one.path_of("gpus", "-") == "-" and one.has("gpu-memory")
 

@@ -24,7 +24,7 @@ will be after mutation, at CREATE and UPDATE alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
@@ -272,7 +272,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
         if violations and operation == "UPDATE" and isinstance(old_object, dict):
             before = _decide(
                 policy,
-                replace(request, obj=old_object, old_object=None, operation="UPDATE", namespace=str(ns)),
+                request._replace(obj=old_object, old_object=None, operation="UPDATE", namespace=str(ns)),
                 _VALIDATE,
             )
             violations = _introduced(violations, before.violations, trace)

@@ -8,9 +8,9 @@ every mistake at once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.engine.model.workload import Template, dotted
 from webhook.policy.compiled import Policy
@@ -58,12 +58,13 @@ def positive_integer(value: str) -> int | None:
     return None
 
 
-@dataclass(frozen=True, slots=True)
-class Intent:
+class Intent(NamedTuple):
     """What a pod template asks for, as read from its labels and annotations: a value.
 
-    Frozen and hashable, so that whatever is derived from it (the resolution, remembered per policy) is
-    keyed by the intent itself: a field added here is part of every such key without anyone listing it."""
+    Immutable and hashable, so that whatever is derived from it (the resolution, remembered per policy)
+    is keyed by the intent itself: a field added here is part of every such key without anyone listing
+    it. A named tuple rather than a frozen dataclass: one is built per template of every review, and a
+    frozen dataclass's ``__init__`` costs a ``object.__setattr__`` per field."""
 
     class_name: str
     class_path: str  # where the workload label was found
@@ -234,7 +235,7 @@ def read_intent(
             fields["container"] = value
         else:
             bad(path, _not_a_gpu_container(tpl, keys.container, value, names))
-    return replace(base, **fields, paths=tuple(paths), errors=tuple(errors))
+    return Intent(class_name, class_path, paths=tuple(paths), errors=tuple(errors), **fields)
 
 
 def _names(spec: dict[str, Any], group: str) -> list[str]:

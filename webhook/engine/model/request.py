@@ -9,10 +9,9 @@ entry the edge calls, not a field here.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.model.grants import GrantKeys
@@ -34,9 +33,8 @@ class Stage(StrEnum):
     STORED = "stored"
 
 
-@dataclass(frozen=True, slots=True)
-class Request:
-    """One object to decide.
+class Request(NamedTuple):
+    """One object to decide (immutable: a named tuple, built for every review at the cost of a tuple).
 
     ``namespace`` defaults to the object's own, then ``default``. ``namespace_labels`` are the
     namespace's labels; when unknown (offline) the apiserver's automatic ``kubernetes.io/metadata.name``
