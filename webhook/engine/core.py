@@ -102,8 +102,10 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
     violation already true of it (same rule, path and message) is left out, so an update is held to
     account for what it introduces or worsens, not for what the stored object already was."""
     # one unpacking (every review pays for this line), in the order of Request's fields
-    obj, operation, namespace, namespace_labels, old_object, stage, cluster, deadline, *rest = request
-    requester, today, grant_keys = rest
+    (
+        obj, operation, namespace, namespace_labels, old_object, stage,
+        cluster, deadline, requester, today, grant_keys,
+    ) = request  # fmt: skip
     as_received = stage is Stage.STORED
     validate, details, explain = plan.verdict, plan.details, plan.trace
     if claim_object.is_claim_object(obj):
