@@ -33,12 +33,12 @@ from webhook.engine.deadline import check as past_deadline
 from webhook.engine.intent_keys import unknown_keys
 from webhook.engine.model import exceptions as excepting
 from webhook.engine.model import gang as gang_model
-from webhook.engine.model import node_truth, reach
+from webhook.engine.model import node_truth
 from webhook.engine.model.claims import ClaimResolver
 from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.context import Context, Finding, TemplateState
 from webhook.engine.model.decision import Action, Decision, Placement, Violation, WasteReport
-from webhook.engine.model.device_reach import exposed_pools, has_trigger, may_reach_a_pool
+from webhook.engine.model.device_reach import exposed_pools, may_reach_a_pool
 from webhook.engine.model.devices import MIG, SHARED, WHOLE, inspect_pod
 from webhook.engine.model.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.model.pool_stack import families_on
@@ -216,6 +216,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
         )
     ctx.findings.extend(stranded)
     _resolve_all(ctx)
+    ctx.resolved()
     for state in states:  # where privileged-gpu is off (the GPU operator's agents), no device env either
         state.device_env = effective_action(policy, "privileged-gpu", labels, state.class_name) is not Action.OFF
     past_deadline(deadline, "resolution")
@@ -343,9 +344,9 @@ def _reaches_sliced_devices(policy: Policy, states: list[TemplateState], cluster
     template can be scheduled onto a pool of shared or sliced cards (``privileged-gpu``; what
     ``privilegedGPUPools`` covers). Templates without a trigger never pay for the reach computation."""
     for s in states:
-        if has_trigger(s.tpl.spec):
+        if s.trigger:
             exposed = exposed_pools(policy)
-            if exposed and reach.reachable(policy, reach.placement(s.tpl.spec, s.resources), cluster.nodes) & exposed:
+            if exposed and s.received_reach(cluster) & exposed:
                 return True
     return False
 
@@ -356,11 +357,8 @@ def _reaches_gpu_pools(policy: Policy, states: list[TemplateState], cluster: Clu
     own value would open the node's GPUs), and ``privileged-gpu`` judges a value written there. No
     other rule is about a pod without GPUs. Templates that tolerate no taint, name no node and have
     no trigger never pay for the reach computation (``may_reach_a_pool``)."""
-    for s in states:
-        spec = s.tpl.spec
-        if (may_reach_a_pool(policy, spec) or has_trigger(spec)) and reach.reachable(
-            policy, reach.placement(spec, s.resources), cluster.nodes
-        ):
+    for s in states:  # noqa: SIM110 (a loop: no generator on every review)
+        if (s.trigger or may_reach_a_pool(policy, s.tpl.spec)) and s.received_reach(cluster):
             return True
     return False
 

@@ -8,6 +8,7 @@ from typing import Any
 from webhook.engine.model import reach
 from webhook.engine.model.claims import EXTENDED_RESOURCE_CLAIM, ClaimRequest, ClaimResolver
 from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.model.device_reach import has_trigger, may_reach_a_pool
 from webhook.engine.model.devices import PodResources, inspect_pod
 from webhook.engine.model.exceptions import NONE as NO_EXCEPTIONS
 from webhook.engine.model.exceptions import Holding
@@ -45,6 +46,24 @@ class TemplateState:
     device_env: bool = True  # privileged-gpu is not off for this template: ungranted containers get void
     _resources: PodResources | None = None
     _reach: frozenset[str] | None = None
+    _trigger: bool | None = None
+    _received_reach: frozenset[str] | None = None
+
+    @property
+    def trigger(self) -> bool:
+        """A container of the template as received has a way past the device grant (``has_trigger``);
+        derived once, since both relevance tests and the device-env rule ask."""
+        if self._trigger is None:
+            self._trigger = has_trigger(self.tpl.spec)
+        return self._trigger
+
+    def received_reach(self, cluster: Cluster) -> frozenset[str]:
+        """Pools the template as received can be bound into (``reach`` judges it as it will be)."""
+        if self._received_reach is None:
+            self._received_reach = reach.reachable(
+                self.policy, reach.placement(self.tpl.spec, self.resources), cluster.nodes
+            )
+        return self._received_reach
 
     @property
     def resources(self) -> PodResources:
@@ -110,6 +129,9 @@ class Gang:
         return self.size if self.start is None else self.start
 
 
+_UNSET = object()
+
+
 @dataclass(slots=True)
 class Context:
     policy: Policy
@@ -138,6 +160,7 @@ class Context:
     """The entitlement's place among the policy's namespace rules (None: none matched): a value of the
     frozen policy, so what is remembered per entitlement is keyed by it (an entitlement, a pydantic
     model holding selectors, is not hashable)."""
+    _primary: object = _UNSET  # the primary once resolved() says the resolutions are final
 
     def reach(self, state: TemplateState) -> frozenset[str]:
         """Pools the template as judged (``view``/``judged``) can be bound into: ``webhook.engine.model.reach``."""
@@ -155,8 +178,6 @@ class Context:
             return state.resolution is not None
         if state.judged.has_gpu:
             return True
-        from webhook.engine.model.device_reach import may_reach_a_pool
-
         return may_reach_a_pool(self.policy, state.view.spec) and bool(self.reach(state))
 
     def explain(self, line: str) -> None:
@@ -173,11 +194,20 @@ class Context:
 
     @property
     def primary(self) -> TemplateState | None:
-        """The template whose class speaks for the workload (gang, topology): the first resolved one."""
+        """The template whose class speaks for the workload (gang, topology): the first resolved one.
+        Once the templates are resolved (``resolved()``) it is derived once; the rules and steps ask
+        for it a dozen times per object."""
+        if self._primary is not _UNSET:
+            return self._primary  # type: ignore[return-value]
         for state in self.states:
             if state.resolution is not None:
                 return state
         return None
+
+    def resolved(self) -> None:
+        """Every template's resolution is final: ``primary`` may now be remembered."""
+        self._primary = _UNSET
+        self._primary = self.primary
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,6 @@ every mistake at once.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, NamedTuple
 
@@ -24,8 +23,10 @@ OPT_OUT = "none"
 _DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-@dataclass(frozen=True, slots=True)
-class Topology:
+class Topology(NamedTuple):
+    """A topology intent: the level, and whether it is required (a named tuple: hashed and compared in C,
+    as part of the intent's memo key)."""
+
     level: TopologyLevel
     required: bool
 
@@ -123,7 +124,6 @@ def read_intent(
 ) -> Intent:
     keys = policy.keys
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
-    base = Intent(class_name=class_name, class_path=class_path)
     # the two places a key may be, template first (what _lookup does, inlined: ten keys per template)
     own = tpl.metadata.get("annotations")
     own = own if isinstance(own, dict) else {}
@@ -133,7 +133,7 @@ def read_intent(
     if outer:
         present |= keys.annotations.intersection(outer)
     if not present:
-        return base
+        return Intent(class_name, class_path)
     fields: dict[str, Any] = {}  # what the keys set, then one Intent built from it
     paths: list[tuple[str, str]] = []
     errors: list[tuple[str, str]] = []
