@@ -140,6 +140,15 @@ FIELDS: dict[str, dict[str, Any]] = {
             "annotations its controller turns into packing",
             "topology: [{path: 'metadata.annotations[example.com/exclusive-topology]'}]",
         ),
+        "tasks": (
+            "a task list read as Volcano reads it (dependsOn, per-task and job minAvailable)",
+            "tasks: spec.tasks",
+        ),
+        "batchJob": (
+            "where a batch Job's metadata and spec are ('' for a Job); Kueue's job-min-parallelism is read there",
+            "batchJob: spec.jobTemplate",
+        ),
+        "perNode": ("its controller runs one pod per node it selects: never pinned to a pool", "perNode: true"),
         "networkTopology": ("Volcano networkTopology field of the object", "networkTopology: spec.networkTopology"),
         "validateFields": ("check Volcano Job field names (unknown-field)", "validateFields: false"),
         "schedulers": (
