@@ -39,7 +39,7 @@ from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.context import Context, Finding, TemplateState
 from webhook.engine.model.decision import Action, Decision, Placement, Violation, WasteReport
 from webhook.engine.model.device_reach import exposed_pools, may_reach_a_pool
-from webhook.engine.model.devices import MIG, SHARED, WHOLE, inspect_pod
+from webhook.engine.model.devices import MIG, SHARED, WHOLE
 from webhook.engine.model.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.model.pool_stack import families_on
 from webhook.engine.model.request import Request, Stage
@@ -263,14 +263,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
                 state.after_tpl, state.after = state.tpl, state.resources
                 continue
             state.after_tpl = _template_at(patch.doc, state.tpl)
-            state.after = inspect_pod(
-                state.after_tpl.spec,
-                gpu_prefixes=policy.gpu_prefixes,
-                rdma=policy.rdma_resources,
-                claims=state.claims,
-                annotations=state.after_tpl.metadata.get("annotations"),
-                fraction_keys=policy.fraction_keys,
-            )
+            state.after = state.inspect(state.after_tpl)
         violations = _run_rules(ctx, deadline, only=DEVICE_ONLY_RULES if device_only else None)
         if violations and operation == "UPDATE" and isinstance(old_object, dict):
             before = _decide(

@@ -52,7 +52,7 @@ class TemplateState:
     @property
     def trigger(self) -> bool:
         """A container of the template as received has a way past the device grant (``has_trigger``);
-        derived once, since both relevance tests and the device-env rule ask."""
+        derived once, since both relevance tests ask."""
         if self._trigger is None:
             self._trigger = has_trigger(self.tpl.spec)
         return self._trigger
@@ -70,16 +70,20 @@ class TemplateState:
         """What the template as received asks of devices. Read on first use: a ``/mutate`` of a
         template that declares its intent never needs it (the rules, which do, run on ``/validate``)."""
         if self._resources is None:
-            policy = self.policy
-            self._resources = inspect_pod(
-                self.tpl.spec,
-                gpu_prefixes=policy.gpu_prefixes,
-                rdma=policy.rdma_resources,
-                claims=self.claims,
-                annotations=self.tpl.metadata.get("annotations"),
-                fraction_keys=policy.fraction_keys,
-            )
+            self._resources = self.inspect(self.tpl)
         return self._resources
+
+    def inspect(self, tpl: Template) -> PodResources:
+        """What ``tpl`` (this template as received, or as our mutation leaves it) asks of devices."""
+        policy = self.policy
+        return inspect_pod(
+            tpl.spec,
+            gpu_prefixes=policy.gpu_prefixes,
+            rdma=policy.rdma_resources,
+            claims=self.claims,
+            annotations=tpl.metadata.get("annotations"),
+            fraction_keys=policy.fraction_keys,
+        )
 
     @property
     def view(self) -> Template:
@@ -199,15 +203,11 @@ class Context:
         for it a dozen times per object."""
         if self._primary is not _UNSET:
             return self._primary  # type: ignore[return-value]
-        for state in self.states:
-            if state.resolution is not None:
-                return state
-        return None
+        return next((state for state in self.states if state.resolution is not None), None)
 
     def resolved(self) -> None:
         """Every template's resolution is final: ``primary`` may now be remembered."""
-        self._primary = _UNSET
-        self._primary = self.primary
+        self._primary = next((state for state in self.states if state.resolution is not None), None)
 
 
 @dataclass(frozen=True, slots=True)
