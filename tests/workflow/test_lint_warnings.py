@@ -337,7 +337,7 @@ CASES: dict[str, tuple[str, str, str, str]] = {
             """
         ),
         "dev: {pools: [t4]",
-        "class 'dev' sizes GPU memory (defaultGPUMemory) but its pool 't4' is time-sliced",
+        "class 'dev' sizes GPU memory (defaultGPUMemory) but its pool 't4' is served by time-slicing",
         "use a memory-isolating stack",
     ),
     "system-critical-allowed": (

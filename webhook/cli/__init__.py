@@ -38,6 +38,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from webhook.policy.stacks import StackTableError, stacks
+
+    try:
+        stacks()  # every command reads the table (the policy model's provider values come from it)
+    except StackTableError as err:
+        print(f"gpu-admission: error: {err}; unset GPU_ADMISSION_SHARING_STACKS to use the shipped table, or fix "
+              "the entry", file=sys.stderr)
+        return 2
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -39,7 +39,7 @@ from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.context import Context, Finding, TemplateState
 from webhook.engine.model.decision import Action, Decision, Placement, Violation, WasteReport
 from webhook.engine.model.device_reach import exposed_pools, may_reach_a_pool
-from webhook.engine.model.devices import MIG, SHARED, WHOLE
+from webhook.engine.model.devices import HAMI, MIG, SHARED, WHOLE
 from webhook.engine.model.intent import OPT_OUT, Intent, read_class, read_intent
 from webhook.engine.model.pool_stack import families_on
 from webhook.engine.model.request import Request, Stage
@@ -452,7 +452,7 @@ def _adopt(
             Isolation.MIG
             if MIG in families
             else Isolation.SHARED
-            if families & {SHARED, "hami"}
+            if families & {SHARED, HAMI}
             else (Isolation.EXCLUSIVE)
         )
         intent = Intent(

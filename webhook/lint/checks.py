@@ -32,20 +32,10 @@ from webhook.policy.model import (
     Isolation,
     LabelSelector,
     Settings,
-    SharingProvider,
 )
+from webhook.policy.stacks import stack
 from webhook.quantity import parse_quantity
 from webhook.validation_errors import dotted as _dotted
-
-# Schedulers a sharing stack's resources are only understood by. HAMi's own webhook sets
-# ``hami-scheduler`` when the pod names none; cGPU and qGPU are scheduler *extenders* of kube-scheduler.
-SHARING_SCHEDULERS: dict[SharingProvider, str] = {
-    SharingProvider.VOLCANO_VGPU: "volcano",
-    SharingProvider.HAMI: "hami-scheduler",
-    SharingProvider.ALIYUN_CGPU: "default-scheduler",
-    SharingProvider.TENCENT_QGPU: "default-scheduler",
-}
-
 
 # Every warning lint can give: code -> what it means (docs/policy.md lists them; a test keeps both in step).
 WARNING_CODES: dict[str, str] = {
@@ -639,22 +629,24 @@ def _sharing_schedulers(policy: Policy) -> Iterator[Warning_]:
             pool = policy.pools.get(pool_name)
             if pool is None or pool.spec.sharing is None or Isolation.SHARED not in pool.isolation:
                 continue
-            provider = pool.spec.sharing.provider
-            needed = SHARING_SCHEDULERS.get(provider)
+            # the scheduler the stack's resources are only understood by (sharing_stacks.yaml): HAMi's own
+            # webhook sets hami-scheduler when the pod names none; cGPU and qGPU are kube-scheduler extenders
+            provider = stack(pool.spec.sharing.provider)
+            needed = provider.scheduler
             if needed is None:
                 continue
             if scheduler is None:
-                continue  # volcano-vgpu: the engine sets volcano; HAMi: its webhook sets hami-scheduler
+                continue  # the engine sets a setsScheduler stack's scheduler; HAMi's webhook sets its own
             if scheduler != needed:
                 yield Warning_(
                     "sharing-scheduler",
                     ("classes", name, *where),
                     f"class {name!r} sends pods to scheduler {scheduler!r}, but pool {pool_name!r} shares "
-                    f"GPUs with {provider.value}, whose resources only {needed!r} schedules: "
+                    f"GPUs with {provider.id}, whose resources only {needed!r} schedules: "
                     "its pods would stay Pending",
                     f"use schedulerName {needed!r} for this class, or a pool with another sharing provider"
                     if needed != "default-scheduler"
-                    else f"{provider.value} is a kube-scheduler extender: leave schedulerName unset "
+                    else f"{provider.id} is a kube-scheduler extender: leave schedulerName unset "
                     "(and use no volcano gang) for this class",
                 )
 

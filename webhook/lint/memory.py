@@ -15,7 +15,8 @@ from webhook.policy import sizes
 from webhook.policy.compiled import Policy
 from webhook.policy.dra import memory_quantity
 from webhook.policy.geometry import pool_mismatches
-from webhook.policy.model import Isolation, SharingProvider
+from webhook.policy.model import Isolation
+from webhook.policy.stacks import stack, stacks
 from webhook.quantity import parse_quantity
 
 CODES: dict[str, str] = {
@@ -23,8 +24,8 @@ CODES: dict[str, str] = {
     "pick profiles its nodes do not advertise",
     "memory-above-card": "a class's `maxGPUMemory`, or a DRA memory size, is above what every device of its pools "
     "really holds (the memory nodes report, in the stack's unit)",
-    "memory-not-enforced": "a class sizes GPU memory (`defaultGPUMemory`/`maxGPUMemory`) on a time-slicing pool, "
-    "which does not enforce memory",
+    "memory-not-enforced": "a class sizes GPU memory (`defaultGPUMemory`/`maxGPUMemory`) on a pool "
+    "whose sharing stack does not enforce memory (time-slicing)",
     "pool-nodes-disagree": "with `--context`: the pool's nodes advertise other MIG devices or another "
     "`nvidia.com/mig.config` than the pool states",
 }
@@ -89,18 +90,16 @@ def warnings(policy: Policy, nodes: Sequence[Mapping[str, Any]] = ()) -> Iterato
         for p in cls.pools:
             pool = policy.pools.get(p)
             sharing = pool.spec.sharing if pool is not None else None
-            if (
-                sharing is not None
-                and sharing.provider is SharingProvider.TIME_SLICING
-                and Isolation.SHARED in cls.isolation.permitted
-            ):
+            own = stack(sharing.provider) if sharing is not None else None
+            if own is not None and not own.isolates_memory and Isolation.SHARED in cls.isolation.permitted:
                 field = "maxGPUMemory" if cls.max_gpu_memory is not None else "defaultGPUMemory"
+                isolating = ", ".join(s.title for s in stacks().by_id.values() if s.isolates_memory)
                 yield (
                     "memory-not-enforced",
                     ("classes", name, field),
-                    f"class {name!r} sizes GPU memory ({field}) but its pool {p!r} is time-sliced: time-slicing "
-                    "does not enforce memory, every replica sees the whole card",
-                    "use a memory-isolating stack (MIG, HAMi, cGPU, qGPU, Volcano vGPU) or drop the memory sizes",
+                    f"class {name!r} sizes GPU memory ({field}) but its pool {p!r} is served by {own.title}, "
+                    "which does not enforce memory: every pod sees the whole card",
+                    f"use a memory-isolating stack (MIG, {isolating}) or drop the memory sizes",
                 )
     for name, message, hint in pool_mismatches(policy, nodes):
         yield ("pool-nodes-disagree", ("pools", name, "mig"), message, hint)

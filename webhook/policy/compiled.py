@@ -23,12 +23,12 @@ from webhook.policy.model import (
     Pool,
     RuleSettings,
     Settings,
-    SharingProvider,
     WorkloadClass,
     mig_profile_memory_gib,
     mig_profile_slices,
     mig_resource_name,
 )
+from webhook.policy.stacks import stack, stacks
 from webhook.quantity import GIB, parse_quantity
 
 _ABSENT = object()
@@ -141,25 +141,12 @@ class CompiledPool:
         return max(plain) if plain else self.gpu.memory
 
 
-# What the device plugins of each sharing stack advertise on a node (docs of each stack; see
-# docs/policy.md "Reachability"). A pod asking for one of these can only bind where it is offered.
-STACK_RESOURCES: dict[SharingProvider, frozenset[str]] = {
-    SharingProvider.ALIYUN_CGPU: frozenset(
-        {"aliyun.com/gpu-mem", "aliyun.com/gpu-count", "aliyun.com/gpu-core.percentage"}
-    ),
-    SharingProvider.HAMI: frozenset(
-        {"nvidia.com/gpu", "nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"}
-    ),
-    SharingProvider.VOLCANO_VGPU: frozenset(
-        {
-            "volcano.sh/vgpu-number",
-            "volcano.sh/vgpu-memory",
-            "volcano.sh/vgpu-memory-percentage",
-            "volcano.sh/vgpu-cores",
-        }
-    ),
-    SharingProvider.TENCENT_QGPU: frozenset({"tke.cloud.tencent.com/qgpu-memory", "tke.cloud.tencent.com/qgpu-core"}),
-}
+def _gpu_prefixes(declared: tuple[str, ...]) -> tuple[str, ...]:
+    """The policy's GPU resource prefixes, plus every sharing stack's resources they do not cover: a
+    stack's resources count as GPUs whatever the policy lists (a resource that escaped the GPU rules
+    would reach a stack's nodes unjudged)."""
+    missing = sorted(r for r in stacks().resources if not r.startswith(declared))
+    return (*declared, *missing)
 
 
 def _taints(pool: Pool) -> tuple[tuple[str, str | None, str | None], ...]:
@@ -188,11 +175,9 @@ def _offers(pool: Pool, profiles: tuple[Profile, ...]) -> frozenset[str]:
         else:
             out.update(p.resource for p in profiles)
     if pool.sharing is not None and Isolation.SHARED in pool.isolation:
-        provider = pool.sharing.provider
-        if provider is SharingProvider.TIME_SLICING:
-            out.add("nvidia.com/gpu.shared" if pool.sharing.renamed else "nvidia.com/gpu")
-        else:
-            out.update(STACK_RESOURCES[provider])
+        # what the stack's device plugin advertises (sharing_stacks.yaml): a pod asking for one of these
+        # can only bind where it is offered
+        out.update(stack(pool.sharing.provider).offers(pool.sharing.renamed))
     if pool.rdma is not None and pool.rdma.resource is not None:
         out.add(pool.rdma.resource.name)
     return frozenset(out)
@@ -353,7 +338,7 @@ class Policy:
             keys=IntentKeys.for_prefix(settings.prefix),
             sources=sources,
             digest=hashlib.sha256(raw).hexdigest()[:12] if raw else "",
-            gpu_prefixes=settings.gpu_resource_prefixes,
+            gpu_prefixes=_gpu_prefixes(settings.gpu_resource_prefixes),
             fraction_keys=settings.gpu_fraction_annotations,
             rdma_resources=rdma | frozenset({"rdma/"}),
             mig_resources={k: tuple(v) for k, v in mig.items()},

@@ -26,6 +26,7 @@ from webhook.policy.kinds import (  # noqa: F401  (re-exported: the field refere
     TopologyKey,
     WorkloadKindSpec,
 )
+from webhook.policy.stacks import stacks
 from webhook.quantity import QuantityError, parse_quantity
 
 API_VERSION = "gpu-admission.io/v1"
@@ -87,12 +88,12 @@ class TopologyLevel(StrEnum):
 TOPOLOGY_ORDER = (TopologyLevel.NODE, TopologyLevel.SWITCH, TopologyLevel.RACK, TopologyLevel.ZONE)
 
 
-class SharingProvider(StrEnum):
-    ALIYUN_CGPU = "aliyun-cgpu"
-    HAMI = "hami"
-    VOLCANO_VGPU = "volcano-vgpu"
-    TENCENT_QGPU = "tencent-qgpu"
-    TIME_SLICING = "time-slicing"
+SharingProvider = StrEnum(  # type: ignore[misc]
+    "SharingProvider", {sid.upper().replace("-", "_"): sid for sid in stacks().ids()}
+)
+"""The ``sharing.provider`` values: the ids of the shipped sharing-stack table (``sharing_stacks.yaml``),
+an enum so the schema and the policy's errors list them. No code names a member: what a stack means
+is read from its table entry (``webhook.policy.stacks.stack``)."""
 
 
 class GangBackend(StrEnum):
@@ -283,9 +284,22 @@ class SharingConfig(Model):
     provider: SharingProvider
     renamed: bool = Field(
         False,
-        description="time-slicing: the device plugin advertises nvidia.com/gpu.shared (renameByDefault)",
+        description="the device plugin advertises the stack's renamed resource instead of nvidia.com/gpu "
+        "(time-slicing's renameByDefault: nvidia.com/gpu.shared)",
     )
-    cores: int | None = Field(None, ge=1, le=100, description="hami: nvidia.com/gpucores percent per slice")
+    cores: int | None = Field(
+        None, ge=1, le=100, description="percent of a card's compute per slice, for stacks with a cores resource "
+        "(hami: nvidia.com/gpucores)"
+    )
+
+    @model_validator(mode="after")
+    def _stack_has(self) -> SharingConfig:
+        spec = stacks()[self.provider.value].spec
+        if self.cores is not None and spec.cores is None:
+            raise ValueError(f"cores: {self.provider.value} has no per-slice compute resource; remove cores")
+        if self.renamed and spec.renamed is None:
+            raise ValueError(f"renamed: {self.provider.value} advertises no renamed resource; remove renamed")
+        return self
 
 
 class RdmaResource(Model):
@@ -738,7 +752,7 @@ class Settings(Model):
             "volcano.sh/gpu-",
             "tke.cloud.tencent.com/qgpu",
         ),
-        description="extended resources that count as GPUs (prefix match)",
+        description="extended resources that count as GPUs (prefix match); every sharing stack's resources count too",
     )
     gpu_fraction_annotations: tuple[str, ...] = Field(
         alias="gpuFractionAnnotations",

@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 
 from webhook.policy import model as m
+from webhook.policy.stacks import stacks
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -289,7 +290,7 @@ FIELDS: dict[str, dict[str, Any]] = {
             "controllers: [system:serviceaccount:volcano-system:volcano-controllers]",
         ),
         "gpuResourcePrefixes": (
-            "extended resource names (prefix match) that count as GPUs",
+            "extended resource names (prefix match) that count as GPUs; every sharing stack's resources count too",
             "gpuResourcePrefixes: [nvidia.com/gpu, nvidia.com/mig-, aliyun.com/gpu]",
         ),
         "gpuFractionAnnotations": (
@@ -512,14 +513,20 @@ FIELDS: dict[str, dict[str, Any]] = {
     "SharingConfig": {
         "": "The GPU sharing stack of a pool.",
         "provider": (
-            "`aliyun-cgpu`, `hami`, `volcano-vgpu`, `tencent-qgpu` or `time-slicing`",
+            "the sharing stack, one of the shipped table's (`sharing_stacks.yaml`): "
+            + ", ".join(f"`{s.id}` ({s.title})" for s in stacks().by_id.values()),
             "provider: aliyun-cgpu",
         ),
         "renamed": (
-            "time-slicing: the device plugin advertises `nvidia.com/gpu.shared` (renameByDefault)",
+            "the device plugin advertises the stack's renamed resource instead of `nvidia.com/gpu` "
+            "(time-slicing's renameByDefault: `nvidia.com/gpu.shared`); only for stacks that have one",
             "renamed: true",
         ),
-        "cores": ("hami: `nvidia.com/gpucores` percent per slice", "cores: 30"),
+        "cores": (
+            "percent of a card's compute per slice, written to the stack's cores resource "
+            "(hami: `nvidia.com/gpucores`); only for stacks that have one",
+            "cores: 30",
+        ),
     },
     "RdmaConfig": {
         "": "RDMA networking of a pool (Multus + an RDMA device plugin).",

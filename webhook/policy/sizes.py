@@ -1,4 +1,5 @@
-"""GPU memory as each stack's device plugin counts it: the unit a request is written in and the most
+"""GPU memory as each stack's device plugin counts it (the unit is the stack's entry in
+``sharing_stacks.yaml``): the unit a request is written in and the most
 one device of a pool can give.
 
 A request the plugin rounds up past what a node advertises is admitted and then Pending forever, so
@@ -23,16 +24,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 
 from webhook.policy.dra import memory_quantity
-from webhook.policy.model import Isolation, Pool, SharingProvider
-from webhook.quantity import GIB, MIB, ceil_div
+from webhook.policy.model import Isolation, Pool
+from webhook.policy.stacks import stack
+from webhook.quantity import MIB, ceil_div
 
-# provider -> (unit in bytes, resource the unit is written to)
-UNITS: dict[SharingProvider, tuple[int, str]] = {
-    SharingProvider.ALIYUN_CGPU: (GIB, "aliyun.com/gpu-mem"),
-    SharingProvider.TENCENT_QGPU: (GIB, "tke.cloud.tencent.com/qgpu-memory"),
-    SharingProvider.HAMI: (MIB, "nvidia.com/gpumem"),
-    SharingProvider.VOLCANO_VGPU: (MIB, "volcano.sh/vgpu-memory"),
-}
 
 @dataclass(frozen=True, slots=True)
 class Capacity:
@@ -45,7 +40,7 @@ def unit_of(pool: Pool) -> tuple[int, str] | None:
     """(bytes per unit, resource name) of the pool's shared-memory resource, if it has one."""
     if pool.sharing is None:
         return None
-    return UNITS.get(pool.sharing.provider)
+    return stack(pool.sharing.provider).memory_unit
 
 def units(pool: Pool, memory: Fraction | int) -> int:
     """``memory`` in the stack's unit, rounded up as the request must be written (at least 1)."""

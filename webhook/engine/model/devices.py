@@ -13,7 +13,8 @@ from fractions import Fraction
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from webhook.quantity import GIB, MIB, QuantityError, parse_quantity
+from webhook.policy.stacks import stacks
+from webhook.quantity import QuantityError, parse_quantity
 
 if TYPE_CHECKING:
     from webhook.engine.model.claims import Alternative, ClaimRequest, ClaimResolver, PodClaim
@@ -22,37 +23,27 @@ WHOLE = "whole"
 MIG = "mig"
 SHARED = "shared"
 HAMI = "hami"
+"""Slices metered under the whole-GPU name: ``nvidia.com/gpu`` plus HAMi's ``nvidia.com/gpumem``."""
 RDMA = "rdma"
 UNRESOLVED = "unresolved"  # a DRA device the webhook cannot tell (webhook.engine.model.claims)
 SLICED = frozenset({MIG, SHARED, HAMI, UNRESOLVED})
 """Families that put a pod next to other tenants' work on one card (or may: an unresolved claim)."""
 
-HAMI_KEYS = frozenset({"nvidia.com/gpumem", "nvidia.com/gpumem-percentage", "nvidia.com/gpucores"})
-WHOLE_KEYS = frozenset({"nvidia.com/gpu", "aliyun.com/gpu-count"})
-
-MEMORY_UNITS: dict[str, int] = {
-    # shared-memory resources and the bytes one unit stands for (each vendor's documented default)
-    "aliyun.com/gpu-mem": GIB,  # ACK cGPU / gpushare: GiB (the plugin's MiB mode is off by default)
-    "tke.cloud.tencent.com/qgpu-memory": GIB,  # TKE qGPU
-    "nvidia.com/gpumem": MIB,  # HAMi: per GPU, times nvidia.com/gpu
-    "volcano.sh/vgpu-memory": MIB,  # Volcano vGPU: per vGPU, times volcano.sh/vgpu-number
-}
-MEMORY_PERCENT_KEYS = frozenset({"nvidia.com/gpumem-percentage", "volcano.sh/vgpu-memory-percentage"})
+# Per-resource facts of the sharing stacks, from their table (sharing_stacks.yaml): read on every
+# container of every review, so derived once here.
+_STACKS = stacks()
+HAMI_KEYS = _STACKS.metered_under_whole
+"""Resources that make a whole-GPU count a slice (HAMi's gpumem, gpumem-percentage, gpucores)."""
+WHOLE_KEYS = _STACKS.whole
+MEMORY_UNITS: dict[str, int] = _STACKS.memory_units
+"""Shared-memory resources and the bytes one unit stands for (each vendor's documented default)."""
+MEMORY_PERCENT_KEYS = _STACKS.memory_percent
 """Memory as a percentage of one card, per device (HAMi, Volcano vGPU)."""
-PER_DEVICE = {
-    "nvidia.com/gpumem": "nvidia.com/gpu",
-    "nvidia.com/gpumem-percentage": "nvidia.com/gpu",
-    "volcano.sh/vgpu-memory": "volcano.sh/vgpu-number",
-    "volcano.sh/vgpu-memory-percentage": "volcano.sh/vgpu-number",
-}
+PER_DEVICE = _STACKS.per_device
 """Memory keys that are per device, and the key that counts the devices (absent: one)."""
-SLICE_COUNTS: dict[str, int] = {
-    # how a shared stack spells "several slices": devices = ceil(amount / divisor)
-    "volcano.sh/vgpu-number": 1,
-    "nvidia.com/gpu.shared": 1,  # time-slicing, renamed
-    "tke.cloud.tencent.com/qgpu-core": 100,  # 100 per card, 200 = two cards
-}
-"""A container holding shared slices without one of these keys holds one slice."""
+SLICE_COUNTS: dict[str, int] = _STACKS.slice_counts
+"""How a shared stack spells "several slices" (devices = ceil(amount / units per card)); a container
+holding shared slices without one of these keys holds one slice."""
 
 N = TypeVar("N", int, Fraction)
 

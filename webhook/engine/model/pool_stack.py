@@ -9,19 +9,16 @@ read the pool's stack through these functions.
 
 from __future__ import annotations
 
-from webhook.engine.model.devices import HAMI_KEYS, SHARED, WHOLE
+from webhook.engine.model.devices import SHARED, WHOLE
 from webhook.policy.compiled import CompiledPool
-from webhook.policy.model import Isolation, SharingProvider
+from webhook.policy.model import Isolation
+from webhook.policy.stacks import stack, stacks
 
 
 def whole_name_is_slice(pool: CompiledPool) -> bool:
     """The pool's device plugin hands out slices under the whole-GPU name (``nvidia.com/gpu``)."""
     sharing = pool.spec.sharing
-    if sharing is None:
-        return False
-    if sharing.provider is SharingProvider.HAMI:
-        return True
-    return sharing.provider is SharingProvider.TIME_SLICING and not sharing.renamed
+    return sharing is not None and stack(sharing.provider).whole_name_is_slice(sharing.renamed)
 
 
 def cards_shared(pool: CompiledPool) -> bool:
@@ -36,7 +33,7 @@ def cards_sliced(pool: CompiledPool) -> bool:
     slices other pods hold (``privileged-gpu`` judges CPU-only pods that can reach such a pool)."""
     if cards_shared(pool) or {Isolation.MIG, Isolation.SHARED} & set(pool.spec.isolation):
         return True
-    sliced = ("nvidia.com/gpu.shared", *HAMI_KEYS)
+    sliced = stacks().slice_resources
     return any(r.startswith("nvidia.com/mig-") or r in sliced for r in pool.spec.offers)
 
 

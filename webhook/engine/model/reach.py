@@ -103,6 +103,8 @@ def _requirements(items: Any) -> tuple[Requirement, ...]:
 
 
 def required_terms(spec: Mapping[str, Any]) -> list[Any] | None:
+    """The pod's required node-affinity terms as written (entries unchecked, so an index is the
+    field's own); None: no required node affinity at all, which is not the same as no terms."""
     node = spec.get("affinity")
     node = node.get("nodeAffinity") if isinstance(node, dict) else None
     node = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, dict) else None
@@ -110,6 +112,18 @@ def required_terms(spec: Mapping[str, Any]) -> list[Any] | None:
         return None
     terms = node.get("nodeSelectorTerms")
     return terms if isinstance(terms, list) else []
+
+
+def node_selector_in(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The pod's nodeSelector as written (empty when absent or not a map)."""
+    selector = spec.get("nodeSelector")
+    return selector if isinstance(selector, dict) else {}
+
+
+def tolerations_in(spec: Mapping[str, Any]) -> list[Any]:
+    """The pod's tolerations as written (entries unchecked, so an index is the field's own)."""
+    tols = spec.get("tolerations")
+    return tols if isinstance(tols, list) else []
 
 
 def placement(spec: Mapping[str, Any], resources: PodResources) -> Placement:

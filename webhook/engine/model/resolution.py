@@ -10,12 +10,14 @@ import difflib
 from dataclasses import dataclass, field
 from fractions import Fraction
 
+from webhook.engine.model.devices import WHOLE_KEYS
 from webhook.engine.model.intent import Intent
 from webhook.policy import sizes
 from webhook.policy.compiled import CompiledPool, Policy, Profile
 from webhook.policy.dra import PlatformTemplate, memory_quantity
-from webhook.policy.model import Entitlement, Isolation, SharingProvider, WorkloadClass
-from webhook.quantity import GIB, MIB, format_bytes, parse_quantity
+from webhook.policy.model import Entitlement, Isolation, WorkloadClass
+from webhook.policy.stacks import stack
+from webhook.quantity import MIB, format_bytes, parse_quantity
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class Resolution:
     profile: Profile | None = None  # MIG: the profile chosen (with its instances per GPU on the pool)
     pod_labels: dict[str, str] = field(default_factory=dict)  # labels the stack reads (ACK multi-card sharing)
     shared_card: bool = False  # time-slicing: the pod shares a whole card, its memory is not isolated
+    scheduler: str | None = None  # the sharing stack's own scheduler, which the mutation sets (Volcano vGPU)
 
 
 @dataclass(slots=True)
@@ -236,7 +239,7 @@ def _misfit(
         or (
             isolation is Isolation.SHARED
             and spec.sharing is not None
-            and spec.sharing.provider is not SharingProvider.TIME_SLICING
+            and stack(spec.sharing.provider).isolates_memory
         )
         or (isolation is Isolation.SHARED and _dra_class(pool, isolation) is not None)
     ):
@@ -250,27 +253,15 @@ def _misfit(
 def _several_shared(pool: CompiledPool) -> str | None:
     """Why the pool cannot give one pod shares of several cards (``None``: its stack can).
 
-    HAMi (``nvidia.com/gpu: N`` with ``nvidia.com/gpumem`` per card), Volcano vGPU
-    (``volcano.sh/vgpu-number: N``, ``vgpu-memory`` per vGPU) and ACK cGPU multi-card sharing (pod label
-    ``aliyun.com/gpu-count: N``, ``aliyun.com/gpu-mem`` the total, an equal share of each card) do."""
+    The stack's table entry says how it does (HAMi: ``nvidia.com/gpu: N`` with ``nvidia.com/gpumem``
+    per card; Volcano vGPU: ``volcano.sh/vgpu-number: N``; ACK cGPU multi-card sharing: the pod label
+    ``aliyun.com/gpu-count: N`` with ``aliyun.com/gpu-mem`` the total) or why it cannot."""
     spec = pool.spec
     if spec.dra is not None and Isolation.SHARED in spec.dra.device_classes:
         return "the pool's DRA template gives one shared device per claim; use isolation exclusive for several cards"
-    if spec.sharing is None or spec.sharing.provider in (
-        SharingProvider.HAMI,
-        SharingProvider.VOLCANO_VGPU,
-        SharingProvider.ALIYUN_CGPU,
-    ):
+    if spec.sharing is None:
         return None
-    if spec.sharing.provider is SharingProvider.TIME_SLICING:
-        return (
-            "a time-sliced replica is access to one card and a request for more gives no more compute (device "
-            "plugin); ask for 1, or use isolation exclusive for several whole GPUs"
-        )
-    return (
-        f"{spec.sharing.provider.value} gives a pod a share of one card; ask for 1, or use isolation exclusive "
-        "for several whole GPUs"
-    )
+    return stack(spec.sharing.provider).several_cards_refused()
 
 
 def _dra_class(pool: CompiledPool, isolation: Isolation) -> str | None:
@@ -333,6 +324,7 @@ def _backend(
     resources: dict[str, str]
     labels: dict[str, str] = {}
     shared_card = False
+    scheduler: str | None = None
     device_bytes, device_name = pool.gpu.memory, f"whole {spec.gpu_model}"
     profile: Profile | None = None
     if intent.adopted_from is not None:
@@ -360,45 +352,11 @@ def _backend(
             )
     else:
         assert spec.sharing is not None
-        provider = spec.sharing.provider
-        mem = memory if memory is not None else Fraction(pool.gpu.memory)
-        device_name = f"{provider.value} slice of {spec.gpu_model}"
-        n = intent.gpus
-        cards = f" per card x {n} cards" if n > 1 else ""
-        if provider is SharingProvider.ALIYUN_CGPU:
-            gib = sizes.units(spec, mem)
-            resources = {"aliyun.com/gpu-mem": str(gib * n)}
-            device_bytes = gib * GIB
-            why = f"{format_bytes(mem)} shared via cGPU -> aliyun.com/gpu-mem: {gib * n} (GiB, rounded up{cards})"
-            if n > 1:
-                labels = {"aliyun.com/gpu-count": str(n)}
-                why += f", pod label aliyun.com/gpu-count: {n} (ACK multi-card sharing)"
-        elif provider is SharingProvider.HAMI:
-            mib = sizes.units(spec, mem)
-            resources = {"nvidia.com/gpu": str(n), "nvidia.com/gpumem": str(mib)}
-            if spec.sharing.cores is not None:
-                resources["nvidia.com/gpucores"] = str(spec.sharing.cores)
-            device_bytes = mib * MIB
-            why = f"{format_bytes(mem)} shared via HAMi -> nvidia.com/gpu: {n}, nvidia.com/gpumem: {mib} (MiB per card)"
-        elif provider is SharingProvider.VOLCANO_VGPU:
-            mib = sizes.units(spec, mem)
-            resources = {"volcano.sh/vgpu-number": str(n), "volcano.sh/vgpu-memory": str(mib)}
-            device_bytes = mib * MIB
-            why = (
-                f"{format_bytes(mem)} shared via Volcano vGPU -> volcano.sh/vgpu-number: {n}, "
-                f"volcano.sh/vgpu-memory: {mib} (MiB per vGPU)"
-            )
-        elif provider is SharingProvider.TENCENT_QGPU:
-            gib = sizes.units(spec, mem)
-            resources = {"tke.cloud.tencent.com/qgpu-memory": str(gib)}
-            device_bytes = gib * GIB
-            why = f"{format_bytes(mem)} shared via qGPU -> tke.cloud.tencent.com/qgpu-memory: {gib} (GiB)"
-        else:
-            name = "nvidia.com/gpu.shared" if spec.sharing.renamed else "nvidia.com/gpu"
-            resources = {name: "1"}
-            shared_card = True
-            device_name = f"time-sliced {spec.gpu_model}"
-            why = f"time-sliced {spec.gpu_model} -> {name}: 1 (access to a shared card, not a share of it)"
+        resources, labels, device_bytes, device_name, why, shared_card = _shared_backend(
+            pool, intent.gpus, memory
+        )
+        own = stack(spec.sharing.provider)
+        scheduler = own.scheduler if own.spec.sets_scheduler else None
     return Resolution(
         cls=None,  # type: ignore[arg-type]  # filled in by resolve()
         pool=pool,
@@ -413,4 +371,44 @@ def _backend(
         profile=profile if isolation is Isolation.MIG and intent.adopted_from is None else None,
         pod_labels=labels,
         shared_card=shared_card,
+        scheduler=scheduler,
     )
+
+
+def _shared_backend(
+    pool: CompiledPool, n: int, memory: Fraction | None
+) -> tuple[dict[str, str], dict[str, str], int, str, str, bool]:
+    """What a shared slice is written as on the pool's stack, read from its table entry: (resources,
+    pod labels, bytes per device, device name, why, shares a whole card)."""
+    spec = pool.spec
+    assert spec.sharing is not None
+    st = stack(spec.sharing.provider)
+    entry = st.spec
+    unit = st.memory_unit
+    if unit is None:  # the stack meters no memory: access to a shared card (time-slicing)
+        name = entry.renamed if spec.sharing.renamed and entry.renamed else entry.resources[0]
+        why = f"{spec.gpu_model} shared by {st.title} -> {name}: 1 (access to a shared card, not a share of it)"
+        return {name: "1"}, {}, pool.gpu.memory, f"{spec.gpu_model} shared by {st.title}", why, True
+    size, resource = unit
+    mem = memory if memory is not None else Fraction(pool.gpu.memory)
+    amount = sizes.units(spec, mem)
+    unit_name = "MiB" if size == MIB else "GiB"
+    resources: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    several = n > 1 and entry.several_cards is not None
+    if entry.count is not None and entry.several_cards == "count":
+        resources[entry.count.resource] = str(n)
+    per_device = entry.memory is not None and entry.memory.per_device
+    resources[resource] = str(amount if per_device or not several else amount * n)
+    if entry.cores is not None and spec.sharing.cores is not None:
+        resources[entry.cores] = str(spec.sharing.cores)
+    written = ", ".join(f"{k}: {v}" for k, v in resources.items())
+    if per_device:
+        how = f"{unit_name} per {'card' if entry.count is None or entry.count.resource in WHOLE_KEYS else 'vGPU'}"
+    else:
+        how = f"{unit_name}, rounded up" + (f" per card x {n} cards" if several else "")
+    why = f"{format_bytes(mem)} shared via {st.title} -> {written} ({how})"
+    if several and entry.several_cards == "podLabel" and entry.pod_label:
+        labels = {entry.pod_label: str(n)}
+        why += f", pod label {entry.pod_label}: {n} (multi-card sharing)"
+    return resources, labels, amount * size, f"{st.id} slice of {spec.gpu_model}", why, False

@@ -29,8 +29,8 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     if cls.scheduler_name and set_scheduler(patch, spec, cls.scheduler_name) and done is not None:
         done.append(f"schedulerName {cls.scheduler_name}")
     res = state.resolution
-    vgpu = res is not None and "volcano.sh/vgpu-number" in res.resources
-    if vgpu and set_scheduler(patch, spec, "volcano") and done is not None:  # only Volcano honours vGPU
-        done.append("schedulerName volcano (Volcano vGPU)")
+    own = res.scheduler if res is not None else None  # only the stack's scheduler accounts for its slices
+    if own and set_scheduler(patch, spec, own) and done is not None:
+        done.append(f"schedulerName {own} (the sharing stack's own scheduler)")
     if done:
         ctx.explain(f"scheduling: {', '.join(done)}")

@@ -35,15 +35,9 @@ def _carriers(policy: Policy, form: tuple) -> tuple[str, ...]:
     )
 
 
-def _affinity_terms(spec: dict) -> list[dict]:
-    node = spec.get("affinity")
-    node = node.get("nodeAffinity") if isinstance(node, dict) else None
-    node = node.get("requiredDuringSchedulingIgnoredDuringExecution") if isinstance(node, dict) else None
-    terms = node.get("nodeSelectorTerms") if isinstance(node, dict) else None
-    return [t for t in terms or [] if isinstance(t, dict)]
-
-
-def _term_targets(term: dict, selector: dict[str, str]) -> bool:
+def _term_targets(term: object, selector: dict[str, str]) -> bool:
+    if not isinstance(term, dict):
+        return False  # not a term (the apiserver's validation refuses it); its index still counts
     exprs = [e for e in term.get("matchExpressions") or [] if isinstance(e, dict)]
     for key, value in selector.items():
         if not any(
@@ -78,7 +72,7 @@ def _targeting(ctx: Context, state: TemplateState, entitled: frozenset[str]) -> 
     our mutation would neutralise them, since they say where the user meant the pod to go."""
     policy = ctx.policy
     spec = state.tpl.spec
-    terms = _affinity_terms(spec)
+    terms = reach.required_terms(spec) or []
     selected = [name for name in state.targeted_pools if name not in entitled]
     for name, pool in policy.pools.items() if selected or terms else ():
         if name in entitled or not pool.spec.node_selector:
@@ -107,7 +101,7 @@ def _targeting(ctx: Context, state: TemplateState, entitled: frozenset[str]) -> 
                     ),
                     name,
                 )
-    tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    tolerations = reach.tolerations_in(spec)
     own = state.resolution.pool.tolerations if state.resolution is not None else ()
     for i, toleration in enumerate(tolerations):
         if toleration in own:  # the resolved pool's own (entitled) toleration, as our mutation wrote it
@@ -147,7 +141,7 @@ def _reach_finding(ctx: Context, state: TemplateState, pool: CompiledPool, entit
     for p in (state.resolution.pool if state.resolution else None, _pinned(ctx, state)):
         if p is not None:
             own.update(normal_toleration(t) for t in p.tolerations)
-    tolerations = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+    tolerations = reach.tolerations_in(spec)
     for i, t in enumerate(tolerations):
         form = reach.toleration(t)
         if form is None or normal_toleration(t) in own:
@@ -225,7 +219,7 @@ def placement_missing(ctx: Context) -> Iterable[Finding]:
         cause = "the mutating webhook did not run (timeout, failurePolicy Ignore) or a later webhook removed it"
         spec = state.tpl.spec
         want = res.node_selector if res is not None else dict(pool.spec.node_selector)
-        have = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), dict) else {}
+        have = reach.node_selector_in(spec)
         lacking = [f"{k}={v}" for k, v in want.items() if have.get(k) != v]
         if lacking:
             yield Finding(
@@ -234,7 +228,7 @@ def placement_missing(ctx: Context) -> Iterable[Finding]:
                 f"nodeSelector lacks {', '.join(lacking)}, but the {what}: {cause}; create it again",
                 state.class_name,
             )
-        tols = spec.get("tolerations") if isinstance(spec.get("tolerations"), list) else []
+        tols = reach.tolerations_in(spec)
         absent: list = []
         if not all(t in tols for t in pool.tolerations):  # usual: each exactly as our mutation wrote it
             forms = {normal_toleration(t) for t in tols}

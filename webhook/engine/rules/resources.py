@@ -9,6 +9,7 @@ from webhook.engine.model.context import Context, Finding, TemplateState
 from webhook.engine.model.devices import (
     HAMI,
     MIG,
+    PER_DEVICE,
     RDMA,
     SHARED,
     UNRESOLVED,
@@ -26,6 +27,7 @@ from webhook.engine.rules.registry import resolution_findings, rule
 from webhook.policy import sizes
 from webhook.policy.compiled import CompiledPool, Policy
 from webhook.policy.model import Isolation
+from webhook.policy.stacks import WHOLE_GPU, stacks
 from webhook.quantity import QuantityError, format_bytes, parse_quantity
 
 
@@ -86,8 +88,9 @@ def extended_resource(ctx: Context) -> Iterable[Finding]:
                     )
 
 
-PERCENT_KEYS = frozenset({"nvidia.com/gpumem-percentage", "nvidia.com/gpucores"})
-"""HAMi's per-card percentages: above 100 no card can hold the slice (HAMi's scheduler never binds it)."""
+PERCENT_KEYS = stacks().percentages
+"""The sharing stacks' per-card percentages (HAMi's gpumem-percentage and gpucores, Volcano vGPU's
+memory percentage): above 100 no card can hold the slice (the stack's scheduler never binds it)."""
 
 
 def _percentage(state: TemplateState, c: ContainerResources, key: str, limit: object) -> Iterable[Finding]:
@@ -97,7 +100,7 @@ def _percentage(state: TemplateState, c: ContainerResources, key: str, limit: ob
             "extended-resource",
             _cpath(state, c, "resources", "limits", key),
             f"{key} {limit} is above 100 (a percentage of one card): no card can hold it; set at most 100 "
-            "or ask for more devices (nvidia.com/gpu)",
+            f"or ask for more devices ({PER_DEVICE.get(key, WHOLE_GPU)})",
             state.class_name,
         )
 

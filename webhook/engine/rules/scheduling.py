@@ -34,19 +34,28 @@ from webhook.engine.model.workload import dotted
 from webhook.engine.rules.registry import rule
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind, GangValue, Wild
-from webhook.policy.model import Entitlement, GangBackend, SharingProvider, WorkloadClass
+from webhook.policy.model import Entitlement, GangBackend, WorkloadClass
+from webhook.policy.stacks import stack, stacks
 
 SYSTEM_CRITICAL = frozenset({"system-node-critical", "system-cluster-critical"})
-VGPU = "volcano.sh/vgpu-number"
-VOLCANO_ONLY = ("volcano.sh/vgpu-", "volcano.sh/gpu-")
-"""Device resources only the Volcano scheduler accounts for (its vGPU and GPU-share device plugins)."""
+VOLCANO_GPU_SHARE = "volcano.sh/gpu-"
+"""Volcano's older GPU-share device plugin (``volcano.sh/gpu-memory``, ``gpu-number``): not a sharing
+stack a pool can name, but only the Volcano scheduler accounts for it."""
 
 
-def _volcano_devices(state: TemplateState) -> bool:
+def _stack_schedulers(state: TemplateState) -> tuple[str, ...]:
+    """Schedulers the template's devices need: the resolved stack's own, and for raw requests the one
+    scheduler that accounts for a stack's resources (sharing_stacks.yaml ``setsScheduler``)."""
     res = state.resolution
-    if res is not None and VGPU in res.resources:
-        return True
-    return any(key.startswith(VOLCANO_ONLY) for c in state.judged.containers for key in c.families)
+    found = [res.scheduler] if res is not None and res.scheduler else []
+    only = stacks().placed_only_by
+    for c in state.judged.containers:
+        for key in c.families:
+            if key in only:
+                found.append(only[key])
+            elif key.startswith(VOLCANO_GPU_SHARE):
+                found.append("volcano")
+    return tuple(dict.fromkeys(found))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,13 +87,11 @@ def _gang_scheduler(cls: WorkloadClass) -> str | None:
 
 def _for_class(policy: Policy, name: str, cls: WorkloadClass) -> Allowed:
     schedulers = [s for s in (cls.scheduler_name, _gang_scheduler(cls)) if s]
-    if any(
-        (pool := policy.pools.get(p)) is not None
-        and pool.spec.sharing is not None
-        and pool.spec.sharing.provider is SharingProvider.VOLCANO_VGPU
-        for p in cls.pools
-    ):
-        schedulers.append("volcano")  # only Volcano honours vGPU: the mutation sets it there
+    for p in cls.pools:  # a stack only its own scheduler honours (Volcano vGPU): the mutation sets it
+        pool = policy.pools.get(p)
+        own = stack(pool.spec.sharing.provider) if pool is not None and pool.spec.sharing is not None else None
+        if own is not None and own.spec.sets_scheduler and own.scheduler:
+            schedulers.append(own.scheduler)
     schedulers.extend(cls.allowed_schedulers)
     priorities = [p for p in (cls.priority_class_name, *cls.allowed_priority_classes) if p]
     required = cls.scheduler_name if cls.scheduler_name and not unset_scheduler(cls.scheduler_name) else None
@@ -232,7 +239,7 @@ def scheduling_not_allowed(ctx: Context) -> Iterable[Finding]:
         # absent: the apiserver defaults it (or the object's own is inherited); the Volcano-only
         # devices widen what is allowed, so they are looked at only when the kind's list is not enough
         if isinstance(scheduler, str) and not allowed.scheduler_ok(scheduler, kind_schedulers):
-            extra = (*kind_schedulers, "volcano") if _volcano_devices(state) else kind_schedulers
+            extra = (*kind_schedulers, *_stack_schedulers(state))
             found = _scheduler_finding(ctx, allowed, scheduler, view.dotted("spec", "schedulerName"), cname, extra)
             if found is not None:
                 yield found
