@@ -15,7 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2] / "webhook"
 
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("webhook.actions", "webhook.quantity", "webhook.validation_errors", "webhook.yamlpos"),
+    ("webhook.actions", "webhook.quantity", "webhook.validation_errors", "webhook.yaml_events", "webhook.yamlpos"),
     ("webhook.policy",),
     ("webhook.engine.model", "webhook.engine.patch", "webhook.engine.deadline"),
     ("webhook.engine.rules", "webhook.engine.mutations"),
