@@ -1,4 +1,5 @@
-"""``check`` documents/s of two source trees (before and after a change), on 1 and N workers, in one run.
+"""``check`` (or ``audit --snapshot``) documents/s of two source trees (before and after a change), on 1
+and N workers, in one run.
 
 The machine this project is measured on is shared; absolute figures drift with its load, so the two
 trees and the worker counts alternate within every round (the order reversed each round) and the
@@ -8,6 +9,8 @@ tree as working directory, which puts it first on ``sys.path``); the outputs mus
 Run: ``git archive main | tar -x -C /tmp/before`` then
 ``python bench/check_before_after.py /tmp/before . --stream /tmp/m6k.yaml [--rounds 6] [--workers 2]``
 (write the stream with ``python bench/check_throughput.py --write /tmp/m6k.yaml --documents 6000``).
+``--snapshot FILE`` times ``audit --policy policies --snapshot FILE -o json`` instead (write one with
+``bench/audit_memory.py``'s ``write_snapshot``); documents are then the snapshot's items.
 """
 
 from __future__ import annotations
@@ -28,13 +31,21 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("before", type=Path)
     parser.add_argument("after", type=Path)
-    parser.add_argument("--stream", type=Path, required=True, help="a multi-document manifest stream")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--stream", type=Path, help="a multi-document manifest stream, for check")
+    source.add_argument("--snapshot", type=Path, help="a kubectl List of stored objects, for audit --snapshot")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--workers", type=int, default=2, help="N, measured next to 1")
     args = parser.parse_args()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
-    stream = args.stream.resolve()
-    count = sum(yamlpos.has_content(chunk) for _, chunk in yamlpos.split_documents(stream.read_text(encoding="utf-8")))
+    if args.snapshot is not None:
+        from webhook.audit.snapshot import objects_unparsed
+
+        stream = args.snapshot.resolve()
+        count = sum(1 for _ in objects_unparsed([str(stream)], None))
+    else:
+        stream = args.stream.resolve()
+        count = sum(yamlpos.has_content(c) for _, c in yamlpos.split_documents(stream.read_text(encoding="utf-8")))
     counts = (1, args.workers)
     rows: dict[tuple[str, int], list[dict[str, float | str]]] = {(t, w): [] for t in trees for w in counts}
     with tempfile.TemporaryDirectory() as tmp:
@@ -44,8 +55,12 @@ def main() -> None:
         for r in range(args.rounds):
             order = [(t, w) for t in trees for w in counts]
             for tree, workers in order[::-1] if r % 2 else order:
-                cmd = [sys.executable, "-m", "webhook", "check", str(stream), "--namespaces", str(ns), "-o", "json",
-                       "--workers", str(workers)]
+                if args.snapshot is not None:
+                    cmd = [sys.executable, "-m", "webhook", "audit", "--policy", "policies", "--snapshot", str(stream),
+                           "-o", "json", "--workers", str(workers)]
+                else:
+                    cmd = [sys.executable, "-m", "webhook", "check", str(stream), "--namespaces", str(ns), "-o",
+                           "json", "--workers", str(workers)]
                 cwd = Path.cwd()
                 os.chdir(trees[tree])
                 try:

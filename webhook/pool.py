@@ -87,12 +87,20 @@ def ordered(
     initargs: tuple[Any, ...] = (),
     window: int | None = None,
     min_size: int = 2,
+    group: int = 0,
 ) -> Iterator[Any]:
     """Each job's result, in the jobs' order: a :class:`Ready`'s value as is, a :class:`Task`'s return
-    value as its worker computed it. At most ``window`` jobs (default ``4 * workers``) are pending;
-    ``jobs`` is read lazily, only as far as the window allows. Work smaller than ``min_size`` in all
-    (the tasks' ``size``) is done in this process (after ``initializer(*initargs)`` here), since a pool
-    would only add its start-up: a CI run over ten small files forks nothing.
+    value as its worker computed it. At most ``window`` tasks (default ``4 * workers``) are in flight,
+    and at most ``READY_PER_TASK`` times as many jobs wait in all; ``jobs`` is read lazily, only as
+    far as that allows. Only tasks count towards the window: ``audit`` yields a ``Ready`` for each of
+    the four in five objects its screen skips, and counted alike they filled the window behind one
+    task, so the next task was not submitted until that one had finished (one worker busy of N).
+    Work smaller than ``min_size`` in all (the tasks' ``size``) is done in this process (after
+    ``initializer(*initargs)`` here), since a pool would only add its start-up: a CI run over ten
+    small files forks nothing. ``group``: consecutive jobs go to a worker together until their tasks'
+    sizes reach it (a directory of one-document files is otherwise one round trip per document,
+    which costs more than judging it); each job's result still comes back on its own, and a task's
+    error after the results of the jobs before it.
 
     The pool lives as long as the iteration: closing the generator early (``check … | head``, an
     exception in the caller) cancels what is queued and stops the workers."""
@@ -118,8 +126,10 @@ def ordered(
             raise failed
         return
     pending: deque[Future[Any] | Ready[Any]] = deque()
+    in_flight = 0  # the Futures in ``pending``
+    most = window * READY_PER_TASK
     pool = ProcessPoolExecutor(workers, mp_context=_context(), initializer=initializer, initargs=initargs)
-    source = itertools.chain(head, jobs)
+    source = _grouped(itertools.chain(head, jobs), group)
     try:
         while True:
             try:
@@ -128,16 +138,19 @@ def ordered(
                 break
             except Exception:  # reading ahead failed: what came before it is still reported first
                 while pending:
-                    yield _take(pending.popleft())
+                    yield from _results(pending.popleft())
                 raise
-            if isinstance(job, Task):
-                pending.append(pool.submit(job.fn, *job.args))
+            if isinstance(job, list):
+                pending.append(pool.submit(_run_group, job))
+                in_flight += 1
             else:
                 pending.append(job)
-            while len(pending) >= window or (pending and _done(pending[0])):
-                yield _take(pending.popleft())
+            while in_flight >= window or len(pending) >= most or (pending and _done(pending[0])):
+                item = pending.popleft()
+                in_flight -= isinstance(item, Future)
+                yield from _results(item)
         while pending:
-            yield _take(pending.popleft())
+            yield from _results(pending.popleft())
     finally:
         for item in pending:
             if isinstance(item, Future):
@@ -145,9 +158,65 @@ def ordered(
         pool.shutdown(wait=True, cancel_futures=True)
 
 
+READY_PER_TASK = 64
+"""How many jobs may wait per task of the window: results already made (a skipped object's ``None``,
+a file's begin and end markers) are small, but a stream of them behind one slow task is bounded too."""
+
+
 def _done(item: Future[Any] | Ready[Any]) -> bool:
     return not isinstance(item, Future) or item.done()
 
 
-def _take(item: Future[Any] | Ready[Any]) -> Any:
-    return item.value if isinstance(item, Ready) else item.result()
+GROUP_PARTS = 1024
+"""At most this many jobs in one group, whatever their sizes (a long run of ready results)."""
+
+
+def _grouped(jobs: Iterator[Ready[Any] | Task], group: int) -> Iterator[Ready[Any] | list[Ready[Any] | Task]]:
+    """The jobs as the pool sends them: a ``Ready`` that nothing waits in front of, as is; tasks, with
+    the ready results between them, in lists whose tasks' sizes reach ``group`` (a task alone when
+    ``group`` is 0). A read error is raised after the group read so far has been yielded."""
+    parts: list[Ready[Any] | Task] = []
+    size = 0
+    try:
+        for job in jobs:
+            if isinstance(job, Task):
+                parts.append(job)
+                size += job.size
+            elif parts:
+                parts.append(job)
+            else:
+                yield job
+                continue
+            if size >= group or len(parts) >= GROUP_PARTS:
+                yield parts
+                parts, size = [], 0
+    except Exception:
+        if parts:
+            yield parts
+        raise
+    if parts:
+        yield parts
+
+
+def _run_group(parts: list[Ready[Any] | Task]) -> tuple[list[Any], Exception | None]:
+    """In a worker: each part's result in order, up to the first task that raises, and its error."""
+    values: list[Any] = []
+    for part in parts:
+        if isinstance(part, Ready):
+            values.append(part.value)
+            continue
+        try:
+            values.append(part.fn(*part.args))
+        except Exception as exc:
+            return values, exc
+    return values, None
+
+
+def _results(item: Future[Any] | Ready[Any]) -> Iterator[Any]:
+    if isinstance(item, Ready):
+        yield item.value
+        return
+    values, error = item.result()
+    yield from values
+    if error is not None:
+        raise error

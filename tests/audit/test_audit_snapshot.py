@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import copy
+import io
 import json
+import random
 from pathlib import Path
 
 import yaml
 
 from tests.audit.cluster import EXPECTED, mutated, pod, stored
 from tests.audit.conftest import POLICIES, run_cli
-from webhook.audit.snapshot import _chunks, without_system_blocks
+from webhook.audit.snapshot import _block_chunks, _blocks, _chunks, without_system_blocks
 from webhook.audit.stored import as_admitted
 
 
@@ -42,6 +44,56 @@ def test_list_items_are_split_on_their_own_lines() -> None:
         (26, "solo"),
     ]
     assert loaded[0]["spec"]["containers"][0]["args"] == ["line one\n- not an item\n"]
+
+
+_SPLIT_CASES = {
+    "kubectl's List": "apiVersion: v1\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata:\n    name: a\n"
+    "- apiVersion: v1\n  kind: Pod\n  metadata: {name: b}\nkind: List\nmetadata:\n  resourceVersion: \"\"\n",
+    "indented items, blank and comment lines": "kind: List\nitems:\n\n  # first\n  - a: 1\n\n    b:\n"
+    "    - x\n# column 0 comment\n    c: 2\n  -\n    d: 3\n  - e\nmetadata: {}\n",
+    "items on the items: line": "kind: List\nitems: [{a: 1}, {b: 2}]\n---\nkind: List\nitems:\nnot: a sequence\n",
+    "documents and ends": "---\na: 1\n...\n--- # c\nitems:\n- q: 1\n---\n\n---\nb: 2",
+    "CRLF": "kind: List\r\nitems:\r\n- a: 1\r\n  b: 2\r\n- c: 3\r\nkind: List\r\n",
+    "lone CR": "kind: List\ritems:\r- a: 1\r  b: 2\n- c: 3\r\n  d: 4\n",
+    "no final line end": "items:\n- a: 1\n  b: 2",
+    "a long line": "items:\n- a: " + "x" * 300 + "\n  b: " + "y" * 300 + "\n- c: 1\n",
+    "tabs and a lone dash": "items:\n\t- a\n-\n  a: 1\n-\tb\n",
+}
+
+_PIECES = ("items:", "kind: List", "- a: 1", "  b: 2", "  - c", "    d: 3", "-", "", "# note", "  # note",
+           "---", "...", "x: |", "  - not an item", "  - k: v", "    - k: v", "\t- t", "metadata: {}")
+
+
+def _split_by_blocks(text: str, size: int) -> list[tuple[str, int, str, str, str]]:
+    items = _block_chunks(_blocks(io.StringIO(text, newline=""), size), "f")
+    return [(i.file, i.line, i.raw, i.indent, i.text) for i in items]
+
+
+def _split_by_lines(text: str) -> list[tuple[str, int, str, str, str]]:
+    items = _chunks(io.StringIO(text, newline=""), "f")  # a text file's lines, as the file reader gives them
+    return [(i.file, i.line, i.raw, i.indent, i.text) for i in items]
+
+
+def test_the_block_splitter_finds_the_line_splitters_items(policy) -> None:
+    """The snapshot reader appends runs of continuation lines in one search per run, in blocks: every
+    item, first line, text and indentation must be what the line-by-line splitter finds, whatever the
+    block size (1 character cuts every line; lines longer than a block are joined)."""
+    from tests.audit.cluster import cluster_objects
+
+    cases = dict(_SPLIT_CASES)
+    cases["stored objects"] = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": cluster_objects(policy)})
+    rng = random.Random(20261204)
+    for n in range(300):
+        lines = [rng.choice(_PIECES) for _ in range(rng.randint(1, 25))]
+        ends = [rng.choice(("\n", "\n", "\n", "\r\n", "\r")) for _ in lines]
+        text = "".join(line + end for line, end in zip(lines, ends, strict=True))
+        cases[f"generated {n}"] = text[: rng.randint(1, len(text))]
+    for name, text in cases.items():
+        expected = _split_by_lines(text)
+        for size in (1, 2, 5, 64, 1 << 20):
+            assert _split_by_blocks(text, size) == expected, (name, size)
+    assert len(_split_by_lines(cases["stored objects"])) == len(cluster_objects(policy)) > 5
+    assert [i[1] for i in _split_by_lines(cases["kubectl's List"])] == [3, 7]  # not the List's own keys
 
 
 def test_multi_document_files_and_directories(policy, tmp_path: Path) -> None:

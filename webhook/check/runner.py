@@ -210,7 +210,8 @@ def _parallel(judge: _Judge, sources: Iterable[Source], workers: int) -> Iterato
     found = False
     jobs = _jobs(sources)
     for value in pool.ordered(
-        jobs, workers, initializer=_init_worker, initargs=(judge,), min_size=2 * BATCH_DOCUMENTS
+        jobs, workers, initializer=_init_worker, initargs=(judge,), min_size=2 * BATCH_DOCUMENTS,
+        group=BATCH_DOCUMENTS,
     ):
         if isinstance(value, _Begin):
             found = False
@@ -223,9 +224,18 @@ def _parallel(judge: _Judge, sources: Iterable[Source], workers: int) -> Iterato
                 yield result
 
 
+def _batch_task(name: str, batch: list[tuple[int, str]], chars: int) -> Any:
+    """A batch of one file's documents as a task; its size, by which the pool groups tasks of small
+    files into one round trip, counts a big document as the documents its characters would hold, so
+    that a group of big files stays as small as one batch."""
+    from webhook.pool import Task
+
+    return Task(_judge_batch, (name, batch), max(len(batch), chars * BATCH_DOCUMENTS // BATCH_CHARS))
+
+
 def _jobs(sources: Iterable[Source]) -> Iterator[Any]:
     """The pool's jobs for :func:`_parallel`: ready results, markers and batches of documents."""
-    from webhook.pool import Ready, Task
+    from webhook.pool import Ready
 
     for source in sources:
         if source.error is not None:
@@ -248,22 +258,22 @@ def _jobs(sources: Iterable[Source]) -> Iterator[Any]:
                 if problem is not None:  # as _readable: this document is an error, the others are judged
                     bad[:] = [e for e in bad if not start <= e.line <= end]
                     if batch:
-                        yield Task(_judge_batch, (source.name, batch), len(batch))
+                        yield _batch_task(source.name, batch, size)
                         batch, size = [], 0
                     yield Ready([CheckResult(source.name, problem.line, Status.ERROR, message=problem.message)])
                     continue
                 batch.append((start, text))
                 size += len(text)
                 if len(batch) >= BATCH_DOCUMENTS or size >= BATCH_CHARS:
-                    yield Task(_judge_batch, (source.name, batch), len(batch))
+                    yield _batch_task(source.name, batch, size)
                     batch, size = [], 0
         except ReadError as exc:
             if batch:
-                yield Task(_judge_batch, (source.name, batch), len(batch))
+                yield _batch_task(source.name, batch, size)
                 batch = []
             yield Ready([CheckResult(source.name, exc.line, Status.ERROR, message=exc.message)])
         if batch:
-            yield Task(_judge_batch, (source.name, batch), len(batch))
+            yield _batch_task(source.name, batch, size)
         yield Ready(_End(source.name))
 
 
