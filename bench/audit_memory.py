@@ -13,7 +13,10 @@ runs the real CLI as a child process, end to end, in one or both modes:
 
 Peak RSS is the audit process's ``ru_maxrss`` (``os.wait4``); the fake apiserver runs in a process of
 its own, so its memory is not counted (nor inherited: a child started from a parent holding the pods
-would report the parent's pages as its peak). Run: ``python bench/audit_memory.py`` (``--pods 10000`` for a quick look).
+would report the parent's pages as its peak). With ``--workers N`` above 1 the audit forks workers, and
+a pod's memory limit charges them all: the tree's peak is sampled every 50 ms as the sum of each
+process's PSS (``/proc/PID/smaps_rollup``: pages shared after the fork counted once, as the cgroup
+charges them). Run: ``python bench/audit_memory.py`` (``--pods 10000`` for a quick look).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -153,20 +157,56 @@ def write_snapshot(path: Path, n: int, policy: Any) -> int:
     return path.stat().st_size
 
 
-def measure(cmd: list[str]) -> tuple[float, float, float, int]:
-    """(wall seconds, CPU seconds, peak RSS MB, exit code) of one run of the CLI as a child process.
+def _tree_pss_mb(root: int) -> float:
+    """The PSS of ``root`` and its descendants, in MB (0 for a process that is gone)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
+                    ppid = int(stat.read().rpartition(")")[2].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        try:
+            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
+                total += next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+    return total / 1024
 
-    CPU seconds (user + system) are what the audit itself cost: on a shared machine the wall time
-    also counts the time it waited for a core."""
+
+def measure(cmd: list[str]) -> tuple[float, float, float, float, int]:
+    """(wall seconds, CPU seconds, peak RSS MB, the process tree's peak PSS MB, exit code) of one run
+    of the CLI as a child process.
+
+    CPU seconds (user + system) are what the audit itself cost, workers included: on a shared machine
+    the wall time also counts the time it waited for a core."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    peak = [0.0]
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.05):
+            peak[0] = max(peak[0], _tree_pss_mb(proc.pid))
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    err = proc.stderr.read().decode() if proc.stderr else ""  # drained while it runs: a full pipe would block it
     _, status, usage = os.wait4(proc.pid, 0)
+    done.set()
+    sampler.join()
     seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
-    err = proc.stderr.read().decode() if proc.stderr else ""
     if proc.returncode not in (0, 1):
         raise SystemExit(f"audit failed ({proc.returncode}): {err}")
-    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode
+    cpu = usage.ru_utime + usage.ru_stime  # wait4 reports the child with the workers it reaped
+    return seconds, cpu, usage.ru_maxrss / 1024, peak[0], proc.returncode
 
 
 def serve(n: int, directory: str, conn: Any) -> None:
@@ -186,16 +226,19 @@ def main() -> None:
     parser.add_argument("--pods", type=int, default=100_000)
     parser.add_argument("--mode", choices=("snapshot", "api", "both"), default="both")
     parser.add_argument("--output", default="openreports", choices=("openreports", "json", "text", "junit"))
+    parser.add_argument("--workers", type=int, default=1, help="the audit's --workers (default 1)")
     args = parser.parse_args()
     policy = load_policy(DEFAULT_POLICY_DIR)  # the shipped default, as the other benchmarks' numbers
-    cli = [sys.executable, "-m", "webhook", "audit", "--policy", str(DEFAULT_POLICY_DIR), "-o", args.output]
+    cli = [sys.executable, "-m", "webhook", "audit", "--policy", str(DEFAULT_POLICY_DIR), "-o", args.output,
+           "--workers", str(args.workers)]
     with tempfile.TemporaryDirectory() as tmp:
         if args.mode in ("snapshot", "both"):
             snap = Path(tmp) / "pods.yaml"
             size = write_snapshot(snap, args.pods, policy)
-            seconds, cpu, rss, code = measure([*cli, "--snapshot", str(snap)])
-            print(f"snapshot: {args.pods:,} pods ({size / 1e6:,.0f} MB of YAML): {seconds:.1f} s wall, {cpu:.1f} s CPU "
-                  f"({args.pods / cpu:,.0f} pods per CPU second), peak RSS {rss:,.0f} MB, exit {code}", flush=True)
+            seconds, cpu, rss, tree, code = measure([*cli, "--snapshot", str(snap)])
+            print(f"snapshot: {args.pods:,} pods ({size / 1e6:,.0f} MB of YAML), {args.workers} worker(s): "
+                  f"{seconds:.1f} s wall, {cpu:.1f} s CPU ({args.pods / cpu:,.0f} pods per CPU second), "
+                  f"peak RSS {rss:,.0f} MB, tree peak PSS {tree:,.0f} MB, exit {code}", flush=True)
             snap.unlink()
         if args.mode in ("api", "both"):
             # the fake apiserver holds every pod: it runs in a process of its own, since a child
@@ -205,12 +248,13 @@ def main() -> None:
             server.start()
             try:
                 config = parent.recv()
-                seconds, cpu, rss, code = measure([*cli, "--kubeconfig", config])
+                seconds, cpu, rss, tree, code = measure([*cli, "--kubeconfig", config])
             finally:
                 parent.send("stop")
                 server.join(30)
-            print(f"api: {args.pods:,} pods in pages of 500: {seconds:.1f} s wall, {cpu:.1f} s CPU "
-                  f"({args.pods / cpu:,.0f} pods per CPU second), peak RSS {rss:,.0f} MB, exit {code}", flush=True)
+            print(f"api: {args.pods:,} pods in pages of 500, {args.workers} worker(s): {seconds:.1f} s wall, "
+                  f"{cpu:.1f} s CPU ({args.pods / cpu:,.0f} pods per CPU second), peak RSS {rss:,.0f} MB, "
+                  f"tree peak PSS {tree:,.0f} MB, exit {code}", flush=True)
 
 
 if __name__ == "__main__":

@@ -19,28 +19,95 @@ is used, and the initializer's arguments are pickled once per worker.
 from __future__ import annotations
 
 import itertools
+import math
 import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 
 def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, e.g. a container's cpuset), at least 1.
+    """The cores this process may use, at least 1: its CPU affinity (a container's cpuset), capped by
+    its cgroup's CPU quota (a container's CPU limit), rounded up.
 
-    ``os.cpu_count()`` counts the machine's cores, which over-subscribes a pinned CI runner."""
+    ``os.cpu_count()`` counts the machine's cores, which over-subscribes a pinned CI runner; and
+    affinity alone (``os.process_cpu_count()`` included) is every core of the node for a pod with a CPU
+    limit but no cpuset, so an audit Job with ``limits.cpu: 2`` on a 96-core node would fork 96
+    workers, each with its own memory, into a 512 MiB limit."""
     counter = getattr(os, "process_cpu_count", None)  # Python 3.13+
     if counter is not None:
-        return max(1, counter() or 1)
+        cores = max(1, counter() or 1)
+    else:
+        try:
+            cores = max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):  # not Linux
+            cores = max(1, os.cpu_count() or 1)
+    quota = cgroup_cpu_quota()
+    return cores if quota is None else max(1, min(cores, quota))
+
+
+def cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup"), membership: Path = Path("/proc/self/cgroup")) -> int | None:
+    """The CPU quota of this process's cgroup and its ancestors in whole cores (rounded up), or None
+    where none is set or none can be read (not Linux, no cgroup file system mounted).
+
+    cgroup v2: ``cpu.max`` ("max 100000" or "200000 100000"); v1: ``cpu.cfs_quota_us`` (-1: none) over
+    ``cpu.cfs_period_us``, under the ``cpu`` controller's mount. The process's own cgroup path is read
+    from ``/proc/self/cgroup`` and walked up to the mount: a limit anywhere above applies too, and in a
+    container with its own cgroup namespace the mount itself is the container's cgroup."""
     try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # not Linux
-        return max(1, os.cpu_count() or 1)
+        lines = membership.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    limits: list[float] = []
+    for line in lines:
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and controllers == "":
+            limits += _quotas([root], path, _cpu_max)
+        elif "cpu" in controllers.split(","):
+            mounts = [root / name for name in ("cpu", "cpu,cpuacct", "cpuacct,cpu")]
+            limits += _quotas(mounts, path, _cfs_quota)
+    return math.ceil(min(limits)) if limits else None
+
+
+def _quotas(mounts: list[Path], path: str, read: Callable[[Path], float | None]) -> list[float]:
+    """Every quota set on ``path`` or an ancestor under the first of ``mounts`` that exists."""
+    for mount in mounts:
+        if not mount.is_dir():
+            continue
+        found: list[float] = []
+        directory = mount / path.strip("/")
+        while True:
+            quota = read(directory)
+            if quota is not None:
+                found.append(quota)
+            if directory == mount or mount not in directory.parents:
+                return found
+            directory = directory.parent
+    return []
+
+
+def _cpu_max(directory: Path) -> float | None:
+    try:
+        quota, _, period = (directory / "cpu.max").read_text(encoding="ascii").partition(" ")
+        return None if quota == "max" else int(quota) / int(period)
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _cfs_quota(directory: Path) -> float | None:
+    try:
+        quota = int((directory / "cpu.cfs_quota_us").read_text(encoding="ascii"))
+        period = int((directory / "cpu.cfs_period_us").read_text(encoding="ascii"))
+        return None if quota <= 0 else quota / period
+    except (OSError, ValueError, ZeroDivisionError):
+        return None
 
 
 def workers_option(text: str) -> int:

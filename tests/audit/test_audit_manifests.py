@@ -77,6 +77,49 @@ def test_cronjob_applies_reports_with_the_webhooks_policy() -> None:
     assert cron["spec"]["concurrencyPolicy"] == "Forbid"
 
 
+def test_cronjob_sets_its_workers_within_its_memory_limit() -> None:
+    """No CPU limit, so the default (every usable core) would be every core of the node, each worker
+    with its own memory inside one limit: the CronJob names its count, and the limit holds the main
+    process (≈ 100 MB for 100,000 pods) plus ≈ 30 MB per worker with room to spare."""
+    (cron,) = [d for d in _render() if d["kind"] == "CronJob"]
+    (container,) = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
+    words = container["args"][0].split()
+    workers = int(words[words.index("--workers") + 1])
+    assert workers >= 2  # the pool is what makes an hourly audit of a large cluster keep up
+    limit = container["resources"]["limits"]["memory"]
+    assert limit.endswith("Mi") and 100 + 30 * workers <= int(limit[:-2]) * 0.6
+
+
+def test_the_exception_grants_component_gives_the_audit_the_key(tmp_path: Path) -> None:
+    """Added to an overlay of ``manifests/audit``, the webhook's component mounts the same Secret into the
+    CronJob's pod, points ``GPU_ADMISSION_GRANT_KEY`` at it and lets the pod's user read the 0440 file."""
+    if shutil.which("kubectl") is None:
+        pytest.skip("kubectl is not installed")
+    manifests = product_manifests()
+    (tmp_path / "audit").symlink_to(manifests / "audit")
+    (tmp_path / "components").symlink_to(manifests / "components")
+    (tmp_path / "image").symlink_to(manifests / "image")
+    (tmp_path / "kustomization.yaml").write_text(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [audit]\n"
+        "components: [components/exception-grants]\n"
+    )
+    proc = subprocess.run(["kubectl", "kustomize", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    assert not [d for d in docs if d["kind"] == "Deployment"]
+    (cron,) = [d for d in docs if d["kind"] == "CronJob"]
+    pod = cron["spec"]["jobTemplate"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    (mount,) = [m for m in container["volumeMounts"] if m["name"] == "grant-key"]
+    assert mount == {"name": "grant-key", "mountPath": "/etc/gpu-admission/grant-key", "readOnly": True}
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert env["GPU_ADMISSION_GRANT_KEY"] == "/etc/gpu-admission/grant-key/key"
+    (volume,) = [v for v in pod["volumes"] if v["name"] == "grant-key"]
+    assert volume["secret"] == {"secretName": "gpu-admission-grant-key", "defaultMode": 0o440}
+    user = pod["securityContext"]
+    assert user["fsGroup"] == user["runAsGroup"] == 10001  # the kubelet makes the 0440 file the group's
+
+
 @pytest.mark.parametrize(("audit_exit", "job_exit"), [(0, 0), (1, 0), (2, 2)])
 def test_denials_found_is_a_successful_job(tmp_path: Path, audit_exit: int, job_exit: int) -> None:
     (cron,) = [d for d in _render() if d["kind"] == "CronJob"]

@@ -12,6 +12,7 @@ import base64
 import contextlib
 import http.client
 import os
+import random
 import shutil
 import signal
 import socket
@@ -38,10 +39,44 @@ def serve_args(certs: Any, *extra: str, policy: Path | str | None = None) -> lis
     return ["--policy", str(policy or POLICIES), "--tls-cert", str(certs.cert), "--tls-key", str(certs.key), *extra]
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text(encoding="ascii").split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that is free now and that no other caller in this session was given.
+
+    The port is closed again before the server binds it, so two things could take it in between: a
+    second call (``bind(("127.0.0.1", 0))`` may hand out the port it just released, and a server whose
+    serving and metrics ports came out equal failed to start), and the kernel itself, which gives the
+    same ephemeral range to every outgoing connection's local port. Ports below that range, never the
+    same twice, avoid both."""
+    low, _ = _ephemeral_range()
+    pool = range(max(1024, low - 12_000), low) if low > 2048 else range(0)
+    for port in random.sample(pool, min(len(pool), 200)):
+        if port in _HANDED_OUT:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    while True:  # a machine whose ephemeral range starts low: the kernel's pick, never one given before
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
 
 
 # --- the apiserver-like client ------------------------------------------------------------------------

@@ -64,6 +64,7 @@ def test_default_policy_validates_and_is_linked(validator):
         (lambda d: d["spec"]["rules"].update({"no-such-rule": {}}), "is not one of"),
         (lambda d: d["spec"]["classes"]["dev"].update(maxGPUMemory="24 gigs"), "is not valid under any"),
         (lambda d: d["spec"].update(gpuModels={"X": {"memory": "8Gi", "mig": [["9x.1gb", 1]]}}), "not valid"),
+        (lambda d: d["spec"].setdefault("settings", {}).update(inTree={"kubeVersion": "1.36.2"}), "not valid"),
     ],
 )
 def test_schema_rejects_what_the_loader_rejects(validator, edit, error):

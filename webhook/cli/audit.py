@@ -79,7 +79,8 @@ def register(sub: Any) -> None:
         type=workers_option,
         default=None,
         metavar="N",
-        help="processes that parse and judge objects (default: the usable cores; 1: in this process); "
+        help="processes that parse and judge objects (default: the usable cores, capped by the CPU limit; "
+        "1: in this process); "
         "the output is the same for any N",
     )
     p.add_argument(

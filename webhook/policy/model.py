@@ -688,7 +688,8 @@ def _kube_version(value: object) -> object:
     return value
 
 
-KubeVersion = Annotated[str, BeforeValidator(_kube_version), Field(pattern=r"^v?[0-9]{1,3}\.[0-9]{1,3}$")]
+KUBE_VERSION_PATTERN = r"^v?[0-9]{1,3}\.[0-9]{1,3}$"
+KubeVersion = Annotated[str, BeforeValidator(_kube_version), Field(pattern=KUBE_VERSION_PATTERN)]
 
 
 class InTreeSettings(Model):

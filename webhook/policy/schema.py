@@ -26,6 +26,7 @@ DNS_LABEL = m._DNS_LABEL.pattern
 LABEL_KEY = m._LABEL_KEY.pattern
 MIG_PROFILE = m._MIG_PROFILE.pattern
 RESOURCE_NAME = m._RESOURCE_NAME.pattern
+KUBE_VERSION = m.KUBE_VERSION_PATTERN
 QUANTITY = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?[0-9]+)?$"
 
 # model -> {"": what the object is, alias: (description, example as a YAML snippet)}.
@@ -783,6 +784,10 @@ def policy_schema() -> dict[str, Any]:
     defs["SelectorRequirement"]["properties"]["key"]["pattern"] = LABEL_KEY
     defs["MigProfile"]["properties"]["name"]["pattern"] = MIG_PROFILE
     defs["RdmaResource"]["properties"]["name"]["pattern"] = RESOURCE_NAME
+    # pydantic drops a pattern behind a BeforeValidator; the editor should flag "1.3x" as the loader does.
+    for branch in defs["InTreeSettings"]["properties"]["kubeVersion"]["anyOf"]:
+        if branch.get("type") == "string":
+            branch["pattern"] = KUBE_VERSION
     defs["GPUModel"]["properties"]["mig"]["items"] = {
         "anyOf": [
             {"$ref": "#/$defs/MigProfile"},
