@@ -1,4 +1,5 @@
-"""The snapshot's text screen never hides an object the engine would judge.
+"""The audit's text screen never hides an object the engine would judge, read as a snapshot spells it
+(YAML) and as ``audit`` on several workers writes the API's objects for it (orjson's JSON).
 
 Every object of the test cluster and of the real-world corpus (skipped without ../shared) is judged
 by the engine; each one the screen rejects must be one the engine finds not GPU-relevant. Each
@@ -7,6 +8,8 @@ marker is also shown to be needed: an object relevant through that marker alone 
 
 from __future__ import annotations
 
+import orjson
+import pytest
 import yaml
 
 from tests.audit.cluster import cluster_objects, pod
@@ -17,12 +20,16 @@ from webhook.audit.screen import Screen, markers
 from webhook.check.runner import Status
 from webhook.engine.model.cluster import EMPTY_CLUSTER
 
-
-def _text(obj: dict) -> str:
-    return yaml.safe_dump(obj)
+ENCODINGS = {"yaml": yaml.safe_dump, "json": lambda obj: orjson.dumps(obj).decode("utf-8")}
 
 
-def _check(policy, objects: list[tuple[str, dict]]) -> int:
+@pytest.fixture(params=sorted(ENCODINGS))
+def encoding(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+def _check(policy, objects: list[tuple[str, dict]], encoding: str) -> int:
+    _text = ENCODINGS[encoding]
     screen = Screen(markers(policy, EMPTY_CLUSTER))
     relevant = 0
     for where, obj in objects:
@@ -35,12 +42,12 @@ def _check(policy, objects: list[tuple[str, dict]]) -> int:
     return relevant
 
 
-def test_the_screen_keeps_every_relevant_object_of_the_test_cluster(policy) -> None:
+def test_the_screen_keeps_every_relevant_object_of_the_test_cluster(policy, encoding: str) -> None:
     objs = [(o["metadata"]["name"], o) for o in cluster_objects(policy)]
-    assert _check(policy, objs) >= 9
+    assert _check(policy, objs, encoding) >= 9
 
 
-def test_the_screen_keeps_every_relevant_object_of_the_corpus(policy) -> None:
+def test_the_screen_keeps_every_relevant_object_of_the_corpus(policy, encoding: str) -> None:
     found: list[tuple[str, dict]] = []
     for path in sorted(need_shared(CORPUS).rglob("*.yaml")):
         try:
@@ -50,10 +57,11 @@ def test_the_screen_keeps_every_relevant_object_of_the_corpus(policy) -> None:
         for doc in docs:
             if isinstance(doc, yamlpos.Document) and isinstance(doc.data, dict) and doc.data.get("kind"):
                 found.append((f"{path.relative_to(CORPUS)}:{doc.line}", doc.data))
-    assert _check(policy, found) > 10
+    assert _check(policy, found, encoding) > 10
 
 
-def test_each_kind_of_relevance_passes_the_screen(policy) -> None:
+def test_each_kind_of_relevance_passes_the_screen(policy, encoding: str) -> None:
+    _text = ENCODINGS[encoding]
     screen = Screen(markers(policy, EMPTY_CLUSTER))
     privileged = pod("agent", "ns")
     privileged["spec"]["containers"][0]["securityContext"] = {"privileged": True}

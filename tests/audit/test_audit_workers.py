@@ -73,3 +73,37 @@ def test_a_snapshot_broken_part_way_fails_at_the_same_place(policy, tmp_path: Pa
     one, two = run_cli(*args, "--workers", "1"), run_cli(*args, "--workers", "2")
     assert (one.code, one.out, one.err) == (two.code, two.out, two.err)
     assert one.code == 2 and "YAML syntax error" in one.err and "Traceback" not in one.err
+
+
+def test_the_apis_objects_travel_as_json_and_cpu_only_pods_stay_in_the_main_process(
+    kubeconfig: Path, small_batches: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pickling a decoded stored pod to a worker and back cost more than judging it (two workers were
+    slower than one): the screen keeps the CPU-only pods home, and the rest go as their JSON."""
+    import orjson
+
+    from tests.audit.cluster import CPU_PODS
+
+    sent: list[object] = []
+    screened: list[None] = []
+    real = pool.ordered
+
+    def spy(jobs, *args, **kwargs):  # type: ignore[no-untyped-def]
+        def seen():  # type: ignore[no-untyped-def]
+            for job in jobs:
+                if isinstance(job, pool.Task):
+                    sent.extend(job.args[0])
+                else:
+                    screened.append(job.value)
+                yield job
+
+        return real(seen(), *args, **kwargs)
+
+    monkeypatch.setattr(pool, "ordered", spy)
+    two = run_cli("--kubeconfig", kubeconfig, "--policy", POLICIES, "-o", "text", "--workers", "2")
+    one = run_cli("--kubeconfig", kubeconfig, "--policy", POLICIES, "-o", "text", "--workers", "1")
+    assert (one.code, one.out, one.err) == (two.code, two.out, two.err)  # the counts of skipped objects too
+    assert sent and all(isinstance(unit, bytes) for unit in sent)
+    names = {orjson.loads(unit)["metadata"]["name"] for unit in sent}  # type: ignore[arg-type]
+    assert not {f"cpu-{i:02d}" for i in range(CPU_PODS)} & names
+    assert len(screened) >= CPU_PODS and screened == [None] * len(screened)

@@ -15,6 +15,7 @@ the kind table alike (CRDs included), and the models reject fields a newer apise
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -25,6 +26,22 @@ import orjson
 PAGE_SIZE = 500
 REQUEST_TIMEOUT = (10.0, 120.0)  # connect, read (seconds): a CLI fails on a dead server, not hangs
 MAX_RELISTS = 3
+
+
+def _loads(raw: bytes) -> Any:
+    """A page of a list, decoded with the cyclic garbage collector paused.
+
+    A page of 500 stored pods is some 150,000 new objects, and the collector ran dozens of times
+    while orjson built them, each time walking what it had built so far: half of the decode's time
+    (24 against 52 µs per pod). A decoded JSON document holds no reference cycles, so there is nothing
+    for the collector to find in it; the pause ends with the decode, exceptions included."""
+    if not gc.isenabled():
+        return orjson.loads(raw)
+    gc.disable()
+    try:
+        return orjson.loads(raw)
+    finally:
+        gc.enable()
 
 
 class KubeError(Exception):
@@ -112,7 +129,7 @@ class Kube:
                 "address and that the cluster is up"
             ) from None
         try:
-            data = orjson.loads(raw) if raw else None
+            data = _loads(raw) if raw else None
         except orjson.JSONDecodeError:
             data = None
         if 200 <= status < 300 or (status == 404 and missing_ok) or status == 410:

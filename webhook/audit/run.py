@@ -104,8 +104,8 @@ class Audit:
 
 
 UNITS_PER_TASK = 32
-"""Objects (or unparsed snapshot items) per task of the pool: a stored pod is ~4 KB of text, so a
-task's round trip stays small next to its ~30 ms of parsing and judging."""
+"""Objects (unparsed snapshot items, the API's objects as JSON) per task of the pool: a stored pod is
+~4 KB of text, so a task's round trip stays small next to its ~30 ms of parsing and judging."""
 
 
 @dataclass(slots=True)
@@ -163,11 +163,10 @@ def _init_worker(verdicts: _Verdicts) -> None:
 def _judge_units(units: list[Any]) -> list[tuple[Judged, tuple[str, str] | None]]:
     """A pool task: parse (snapshot items) and judge a batch; each record with its object's owner."""
     from webhook.audit.inventory import parse_unit
-    from webhook.audit.snapshot import Item
 
     assert _WORKER is not None, "the pool's initializer sets the judge"
     out: list[tuple[Judged, tuple[str, str] | None]] = []
     for unit in units:
-        for obj in parse_unit(unit, _WORKER.namespace) if isinstance(unit, Item) else (unit,):
+        for obj in parse_unit(unit, _WORKER.namespace) if not isinstance(unit, dict) else (unit,):
             out.append((_WORKER.verdict(obj), controller_of(obj)))
     return out

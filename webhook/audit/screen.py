@@ -1,4 +1,5 @@
-"""A text screen that says, before any YAML is parsed, that a snapshot item cannot be GPU-relevant.
+"""A text screen that says, before any YAML is parsed, that a snapshot item cannot be GPU-relevant;
+and of an object read from the API, written as JSON, that it need not be judged or sent to a worker.
 
 Most of a cluster's pods hold no GPU, and parsing a stored pod (managedFields, status) costs ~100
 times judging it; the engine would return "not relevant" for each. An object is relevant to the
