@@ -28,7 +28,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.proctree import PeakSampler  # noqa: E402
 from tests.audit.fake_apiserver import FakeAPIServer  # noqa: E402
 from tests.conftest import DEFAULT_POLICY_DIR  # noqa: E402
 from webhook.engine import Request, report  # noqa: E402
@@ -157,29 +157,6 @@ def write_snapshot(path: Path, n: int, policy: Any) -> int:
     return path.stat().st_size
 
 
-def _tree_pss_mb(root: int) -> float:
-    """The PSS of ``root`` and its descendants, in MB (0 for a process that is gone)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat", encoding="ascii") as stat:
-                    ppid = int(stat.read().rpartition(")")[2].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    total, todo = 0, [root]
-    while todo:
-        pid = todo.pop()
-        todo += children.get(pid, [])
-        try:
-            with open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as rollup:
-                total += next(int(line.split()[1]) for line in rollup if line.startswith("Pss:"))
-        except (OSError, StopIteration, ValueError):
-            continue
-    return total / 1024
-
-
 def measure(cmd: list[str]) -> tuple[float, float, float, float, int]:
     """(wall seconds, CPU seconds, peak RSS MB, the process tree's peak PSS MB, exit code) of one run
     of the CLI as a child process.
@@ -188,25 +165,16 @@ def measure(cmd: list[str]) -> tuple[float, float, float, float, int]:
     the wall time also counts the time it waited for a core."""
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    peak = [0.0]
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.05):
-            peak[0] = max(peak[0], _tree_pss_mb(proc.pid))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampler = PeakSampler(proc.pid, interval=0.05, pss=True)
     err = proc.stderr.read().decode() if proc.stderr else ""  # drained while it runs: a full pipe would block it
     _, status, usage = os.wait4(proc.pid, 0)
-    done.set()
-    sampler.join()
+    peak = sampler.stop() / 1024
     seconds = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"audit failed ({proc.returncode}): {err}")
     cpu = usage.ru_utime + usage.ru_stime  # wait4 reports the child with the workers it reaped
-    return seconds, cpu, usage.ru_maxrss / 1024, peak[0], proc.returncode
+    return seconds, cpu, usage.ru_maxrss / 1024, peak, proc.returncode
 
 
 def serve(n: int, directory: str, conn: Any) -> None:

@@ -18,20 +18,19 @@ Run: ``python bench/check_throughput.py [--documents 10000] [--audit-pods 20000]
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.proctree import PeakSampler
 from bench.workloads import INFERENCE_POD, TRAINING_JOB_POD
 from webhook.pool import usable_cores
 
@@ -63,42 +62,19 @@ def write_stream(path: Path, documents: int) -> None:
             out.write(texts[i % len(texts)])
 
 
-def _tree_rss_kib(pid: int) -> int:
-    """VmRSS of ``pid`` and all its descendants, from /proc (0 for a process that is gone)."""
-    total, stack = 0, [pid]
-    while stack:
-        p = stack.pop()
-        with contextlib.suppress(OSError):
-            with open(f"/proc/{p}/status") as f:
-                total += next((int(ln.split()[1]) for ln in f if ln.startswith("VmRSS:")), 0)
-            for task in os.listdir(f"/proc/{p}/task"):
-                with open(f"/proc/{p}/task/{task}/children") as f:
-                    stack += [int(c) for c in f.read().split()]
-    return total
-
-
 def measure(cmd: list[str]) -> dict[str, float | str]:
     """One run of the CLI as a child: wall seconds, CPU seconds of the tree, peak RSS (MB) of the main
     process and of the tree, exit code, and a digest of stdout (N workers must print what 1 prints)."""
     digest = hashlib.sha256()
-    peak = [0]
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    done = threading.Event()
-
-    def sample() -> None:
-        while not done.wait(0.02):
-            peak[0] = max(peak[0], _tree_rss_kib(proc.pid))
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
+    sampler = PeakSampler(proc.pid, interval=0.02)
     assert proc.stdout is not None
     for block in iter(lambda: proc.stdout.read(1 << 16), b""):  # type: ignore[union-attr]
         digest.update(block)
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - start
-    done.set()
-    sampler.join()
+    peak = sampler.stop()
     code = os.waitstatus_to_exitcode(status)
     if code not in (0, 1):
         raise SystemExit(f"{' '.join(cmd)}: exit {code}")
@@ -106,7 +82,7 @@ def measure(cmd: list[str]) -> dict[str, float | str]:
         "wall_s": seconds,
         "cpu_s": usage.ru_utime + usage.ru_stime,  # the main process and its reaped workers
         "main_peak_rss_mb": usage.ru_maxrss / 1024,
-        "tree_peak_rss_mb": peak[0] / 1024,
+        "tree_peak_rss_mb": peak / 1024,
         "exit": code,
         "stdout_sha256": digest.hexdigest(),
     }
