@@ -42,6 +42,8 @@ def test_a_broken_policy_at_start_exits_2_with_file_line(tmp_path: Path):
         (["--tls-cert", "/nonexistent.crt", "--tls-key", "/nonexistent.key"], "no such file"),
         (["--bind", "8443"], "expected HOST:PORT"),
         (["--workers", "0"], "at least 1"),
+        (["--bind", "127.0.0.1:9443", "--metrics-bind", "127.0.0.1:9443"], "takes the port of --bind"),
+        (["--bind", "0.0.0.0:9443", "--metrics-bind", "127.0.0.1:9443"], "takes the port of --bind"),
     ],
 )
 def test_configuration_errors_exit_2(args: list[str], message: str):

@@ -110,6 +110,16 @@ class SnapshotInventory:
             yield snapshot.Item(item.file, item.line, item.text)  # dedented once: only the text travels
 
 
+def _json(obj: dict[str, Any]) -> bytes | None:
+    """``obj`` as orjson writes it, or None where it cannot (nested deeper than its 255 levels)."""
+    import orjson
+
+    try:
+        return orjson.dumps(obj)
+    except orjson.JSONEncodeError:
+        return None
+
+
 def in_namespace(obj: dict[str, Any], namespace: str | None) -> bool:
     """Whether ``--namespace`` keeps a parsed object (a cluster-scoped one is always kept)."""
     meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -168,12 +178,11 @@ class ClusterInventory:
     def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:
         """Every listed object; ``None`` for one ``screen`` says cannot be GPU-relevant, read in the
         JSON :meth:`units` sends (a few microseconds: judging a stored CPU-only pod costs more)."""
-        import orjson
-
         for obj in self._listed():
-            yield obj if screen is None or screen(orjson.dumps(obj).decode("utf-8")) else None
+            text = _json(obj)
+            yield obj if screen is None or text is None or screen(text.decode("utf-8")) else None
 
-    def units(self, screen: Callable[[str], bool] | None = None) -> Iterator[bytes | None]:
+    def units(self, screen: Callable[[str], bool] | None = None) -> Iterator[bytes | dict[str, Any] | None]:
         """:meth:`objects` for a process pool: each object as its JSON (a worker loads it with
         :func:`parse_unit`), ``None`` for one the screen says cannot be GPU-relevant.
 
@@ -182,12 +191,14 @@ class ClusterInventory:
         orjson writes an object in a few microseconds, the screen reads that text as it reads a
         snapshot's item (every marker is a plain word, spelled in JSON as in the object), and what a
         worker loads is the object itself: the pages were read with orjson, whose values it writes and
-        reads back unchanged."""
-        import orjson
-
+        reads back unchanged. An object orjson cannot write (nested over 255 levels, which a custom
+        resource's free-form field allows) comes as itself, unscreened, and is judged in this process."""
         for obj in self._listed():
-            text = orjson.dumps(obj)
-            yield text if screen is None or screen(text.decode("utf-8")) else None
+            text = _json(obj)
+            if text is None:
+                yield obj
+            else:
+                yield text if screen is None or screen(text.decode("utf-8")) else None
 
     def _listed(self) -> Iterator[dict[str, Any]]:
         for resource in self.workload_resources():

@@ -16,6 +16,8 @@ the kind table alike (CRDs included), and the models reject fields a newer apise
 from __future__ import annotations
 
 import gc
+import json
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,20 +30,38 @@ REQUEST_TIMEOUT = (10.0, 120.0)  # connect, read (seconds): a CLI fails on a dea
 MAX_RELISTS = 3
 
 
+API_JSON_DEPTH = 10_000
+"""How deep the apiserver's own JSON decoder nests (k8s.io/apimachinery): a custom resource's free-form
+field can hold an object this deep, which orjson (1,024 levels) does not read."""
+
+
 def _loads(raw: bytes) -> Any:
-    """A page of a list, decoded with the cyclic garbage collector paused.
+    """A response body, decoded with the cyclic garbage collector paused; one nested deeper than orjson
+    reads is decoded by Python's own json, with the recursion limit raised for the call.
 
     A page of 500 stored pods is some 150,000 new objects, and the collector ran dozens of times
     while orjson built them, each time walking what it had built so far: half of the decode's time
     (24 against 52 µs per pod). A decoded JSON document holds no reference cycles, so there is nothing
-    for the collector to find in it; the pause ends with the decode, exceptions included."""
-    if not gc.isenabled():
-        return orjson.loads(raw)
+    for the collector to find in it; the pause ends with the decode, exceptions included.
+
+    A page orjson refuses for its depth must still be read: one deep object somewhere in a list would
+    otherwise hide every object after it from the audit."""
+    paused = gc.isenabled()
     gc.disable()
     try:
         return orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        if "depth" not in str(exc):
+            raise
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(limit, 2 * API_JSON_DEPTH + 1_000))
+        try:
+            return json.loads(raw)
+        finally:
+            sys.setrecursionlimit(limit)
     finally:
-        gc.enable()
+        if paused:
+            gc.enable()
 
 
 class KubeError(Exception):
@@ -130,7 +150,12 @@ class Kube:
             ) from None
         try:
             data = _loads(raw) if raw else None
-        except orjson.JSONDecodeError:
+        except (ValueError, RecursionError) as exc:  # json.JSONDecodeError and orjson's are ValueErrors
+            if 200 <= status < 300:  # a list page that cannot be read must not end the list quietly
+                raise KubeError(
+                    f"{method} {path}: the API server answered {status} with a body that is not JSON this audit "
+                    f"can read ({_first_line(str(exc))[:200]})"
+                ) from None
             data = None
         if 200 <= status < 300 or (status == 404 and missing_ok) or status == 410:
             return status, data

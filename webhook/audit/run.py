@@ -80,11 +80,11 @@ class Audit:
         def jobs() -> Iterator[Ready[Any] | Task]:
             batch: list[Any] = []
             for unit in self.inventory.units(screen):
-                if unit is None:
+                if unit is None or isinstance(unit, dict):  # screened out, or an object judged here
                     if batch:
                         yield Task(_judge_units, (batch,), len(batch))
                         batch = []
-                    yield Ready(None)
+                    yield Ready(None if unit is None else [(verdicts.verdict(unit), controller_of(unit))])
                     continue
                 batch.append(unit)
                 if len(batch) >= UNITS_PER_TASK:
@@ -167,6 +167,6 @@ def _judge_units(units: list[Any]) -> list[tuple[Judged, tuple[str, str] | None]
     assert _WORKER is not None, "the pool's initializer sets the judge"
     out: list[tuple[Judged, tuple[str, str] | None]] = []
     for unit in units:
-        for obj in parse_unit(unit, _WORKER.namespace) if not isinstance(unit, dict) else (unit,):
+        for obj in parse_unit(unit, _WORKER.namespace):
             out.append((_WORKER.verdict(obj), controller_of(obj)))
     return out

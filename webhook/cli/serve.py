@@ -164,9 +164,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail("--workers and --threads must be at least 1")
     metrics_bind = None if str(args.metrics_bind).lower() in ("", "off", "none", "0") else args.metrics_bind
     try:
-        split_hostport(args.bind)
+        host, port = split_hostport(args.bind)
         if metrics_bind:
-            split_hostport(metrics_bind)
+            metrics_host, metrics_port = split_hostport(metrics_bind)
+            wildcards = ("0.0.0.0", "::")
+            overlap = metrics_host == host or host in wildcards or metrics_host in wildcards
+            if metrics_port == port and overlap:  # the metrics listener would hold it; every worker would retry
+                return _fail(f"--metrics-bind {metrics_bind} takes the port of --bind {args.bind}: use another port")
     except ValueError as exc:
         return _fail(str(exc))
     if not 0 < args.engine_deadline <= 30:
