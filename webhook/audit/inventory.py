@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
+import orjson
+
 from webhook.audit import snapshot
 from webhook.audit.kube import Discovery, Kube, KubeError, Resource
 from webhook.check.context import ClusterObjects
@@ -111,9 +113,8 @@ class SnapshotInventory:
 
 
 def _json(obj: dict[str, Any]) -> bytes | None:
-    """``obj`` as orjson writes it, or None where it cannot (nested deeper than its 255 levels)."""
-    import orjson
-
+    """``obj`` as orjson writes it, or None where it cannot (deeper than its 255 levels, an integer
+    past 64 bits)."""
     try:
         return orjson.dumps(obj)
     except orjson.JSONEncodeError:
@@ -131,8 +132,6 @@ def parse_unit(item: snapshot.Item | bytes, namespace: str | None) -> Iterator[d
     their ``objects`` would have yielded them (the judging pass's parse, then ``--namespace``; the API
     lists the namespace's objects only)."""
     if isinstance(item, bytes):
-        import orjson
-
         yield orjson.loads(item)
         return
     for _, obj in snapshot.parse_item(item, item.file, strip=True):
@@ -179,8 +178,8 @@ class ClusterInventory:
         """Every listed object; ``None`` for one ``screen`` says cannot be GPU-relevant, read in the
         JSON :meth:`units` sends (a few microseconds: judging a stored CPU-only pod costs more)."""
         for obj in self._listed():
-            text = _json(obj)
-            yield obj if screen is None or text is None or screen(text.decode("utf-8")) else None
+            text = None if screen is None else _json(obj)
+            yield obj if text is None or screen is None or screen(text.decode("utf-8")) else None
 
     def units(self, screen: Callable[[str], bool] | None = None) -> Iterator[bytes | dict[str, Any] | None]:
         """:meth:`objects` for a process pool: each object as its JSON (a worker loads it with
@@ -191,8 +190,9 @@ class ClusterInventory:
         orjson writes an object in a few microseconds, the screen reads that text as it reads a
         snapshot's item (every marker is a plain word, spelled in JSON as in the object), and what a
         worker loads is the object itself: the pages were read with orjson, whose values it writes and
-        reads back unchanged. An object orjson cannot write (nested over 255 levels, which a custom
-        resource's free-form field allows) comes as itself, unscreened, and is judged in this process."""
+        reads back unchanged. An object orjson cannot write (nested over 255 levels, as a custom
+        resource's free-form field allows, or an integer past 64 bits on a page too deep for orjson,
+        which Python's json read) comes as itself, unscreened, and is judged in this process."""
         for obj in self._listed():
             text = _json(obj)
             if text is None:
