@@ -28,7 +28,7 @@ from webhook.engine.model.context import Context, Finding, TemplateState
 from webhook.engine.model.workload import PATCH_CONTAINER_FIELDS, PATCH_SPEC_FIELDS, Template
 from webhook.engine.patch import PatchBuilder
 
-LEFT_TO_RUNTIME = frozenset({"schedulerName", "priorityClassName", "priority"})
+LEFT_TO_RUNTIME = frozenset({"schedulerName", "priorityClassName", "priority", "preemptionPolicy"})
 """Pod-spec fields a TrainJob cannot set; its runtime's template and podGroupPolicy do."""
 
 

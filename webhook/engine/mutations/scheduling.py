@@ -1,9 +1,11 @@
 """Class scheduling: priorityClassName and schedulerName when the user set none.
 
 ``default-scheduler`` counts as unset: the apiserver defaults it before admission, so a webhook never
-sees an empty schedulerName on a Pod. When a priorityClassName is added, a defaulted ``spec.priority``
-is removed: the Priority admission plugin runs again after webhook mutation and would otherwise reject
-the pod because the integer no longer matches the class.
+sees an empty schedulerName on a Pod. When a priorityClassName is added, the defaulted ``spec.priority``
+and ``spec.preemptionPolicy`` are removed: the Priority admission plugin, which wrote them for a pod
+without a class before the webhooks ran, runs again after webhook mutation (reinvocation) and refuses a
+pod whose spec carries a value other than its class computes. A class with ``preemptionPolicy: Never``
+(the shipped preemptible batch class) was refused on every real apiserver for the second one.
 """
 
 from __future__ import annotations
@@ -21,11 +23,11 @@ def apply(ctx: Context, state: TemplateState, patch: PatchBuilder) -> None:
     done: list[str] | None = [] if ctx.trace is not None else None  # what --explain reports
     if cls.priority_class_name and not patch.get((*spec, "priorityClassName")):
         patch.set((*spec, "priorityClassName"), cls.priority_class_name, overwrite=True)
-        removed = patch.remove((*spec, "priority"))
+        removed = [f for f in ("priority", "preemptionPolicy") if patch.remove((*spec, f))]
         if done is not None:
             done.append(f"priorityClassName {cls.priority_class_name}")
             if removed:
-                done.append("defaulted spec.priority removed")
+                done.append(f"defaulted spec.{' and spec.'.join(removed)} removed")
     if cls.scheduler_name and set_scheduler(patch, spec, cls.scheduler_name) and done is not None:
         done.append(f"schedulerName {cls.scheduler_name}")
     res = state.resolution

@@ -35,6 +35,7 @@ ALLOWED = (
     "/spec/priorityClassName",
     "/spec/schedulerName",
     "/spec/priority",
+    "/spec/preemptionPolicy",
 )
 _NS = (
     "(namespaceObject == null || !has(namespaceObject.metadata) || !has(namespaceObject.metadata.labels) ?\n"
@@ -191,15 +192,16 @@ def _mutation(patch: list[dict[str, Any]]) -> str:
             parts.append(
                 f"(has(object.spec.priorityClassName) && object.spec.priorityClassName != '' ? [] :\n"
                 f"  [{_patch('add', path, value)}] +\n"
-                f"  (has(object.spec.priority) ? [{_patch('remove', '/spec/priority')}] : []))"
+                f"  (has(object.spec.priority) ? [{_patch('remove', '/spec/priority')}] : []) +\n"
+                f"  (has(object.spec.preemptionPolicy) ? [{_patch('remove', '/spec/preemptionPolicy')}] : []))"
             )
         elif path == "/spec/schedulerName":
             parts.append(
                 f"(has(object.spec.schedulerName) && !(object.spec.schedulerName in ['', 'default-scheduler']) ?"
                 f" [] :\n  [{_patch('add', path, value)}])"
             )
-        elif path == "/spec/priority":
-            continue  # removed with the priorityClassName it goes with
+        elif path in ("/spec/priority", "/spec/preemptionPolicy"):
+            continue  # removed with the priorityClassName they go with
         else:
             raise ValueError(path)
     if limits:
