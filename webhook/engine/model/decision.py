@@ -102,6 +102,9 @@ class Decision:
     its cache lacked it can now look it up and evaluate again; other objects never need the lookup."""
     waste: WasteReport | None = None
     placements: tuple[Placement, ...] = ()
+    carried_grants: tuple[Any, ...] = ()
+    """The exception grants (``webhook.engine.model.grants.Grant``) honoured because a controller carried them
+    to this object: an audit verifies them against the owners it read before it believes them."""
 
     @property
     def denials(self) -> tuple[Violation, ...]:

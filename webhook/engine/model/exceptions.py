@@ -13,15 +13,21 @@ The chain (docs/policy.md "Exceptions"):
    API group, kind and name, and a digest of the template's content.
 3. **At an object a controller creates from that template** (a ReplicaSet, a Job of a CronJob, the
    pods) the requester is the controller (``settings.controllers``), and the grant is honoured only
-   when its signature verifies, its namespace is the object's and the object's controlling owner is the
-   granted object (or, one level down, a child named ``<name>-<hash>``). On the granted object itself
-   a grant holds, whoever sends it, while the template still has the granted digest.
+   when its signature verifies, its namespace is the object's, the object is of a kind the granted
+   object's controller creates and its controlling owner is the granted object (or, for a pod, one level
+   down, a child of the kind the granted object creates, named ``<name>-<hash>``), and what it runs is
+   what the grant was issued for (the content digest: images, commands, environment, devices, privileged
+   bits, volumes). On the granted object itself a grant holds, whoever sends it, while the template
+   still has the granted digest.
+4. **A pod UPDATE that changes what the pod runs** (an image, an ephemeral container) is judged as if no
+   grant were carried: the grant does not hold for the new pod, and a finding the old pod had only
+   through its grant is not the old pod's to keep (:func:`granted_rules`).
 
 A tenant cannot forge it: it has no key, so it cannot write a grant; a grant it copies names another
 object (its own objects' names differ, and names are unique per namespace and kind), or a template it
-has changed (digest); a pod it creates itself is judged by *its* identity, never by a grant, whatever
-service account or owner reference the pod names. The uid is left out on purpose: the mutating
-webhook sees a CREATE before the apiserver assigns one.
+has changed (digest), or a pod whose content it swapped; a pod it creates itself is judged by *its*
+identity, never by a grant, whatever service account or owner reference the pod names. The uid is left
+out on purpose: the mutating webhook sees a CREATE before the apiserver assigns one.
 """
 
 from __future__ import annotations
@@ -47,8 +53,8 @@ from webhook.policy.compiled import Policy
 from webhook.policy.model import PolicyException
 
 __all__ = [
-    "GRANT_NAME", "GrantKeys", "Holding", "ObjectView", "Requester", "api_group", "grant_annotation",
-    "grant_values", "holding",
+    "GRANT_NAME", "Grant", "GrantKeys", "Holding", "ObjectView", "Requester", "api_group", "grant_annotation",
+    "grant_values", "granted_rules", "holding",
 ]  # fmt: skip
 
 
@@ -60,6 +66,9 @@ class Holding:
     by_rule: dict[str, str] = field(default_factory=dict)  # rule id -> exception name
     notes: dict[str, str] = field(default_factory=dict)  # rule id -> why an exception for it did not apply
     trace: tuple[str, ...] = ()
+    carried: tuple[Grant, ...] = ()
+    """The grants honoured because a controller carried them here: what an audit, which has no requester
+    to check, must verify against the owners it read (an owner reference is the object's own word)."""
 
 
 NONE = Holding()
@@ -87,6 +96,11 @@ class ObjectView:
     templates: tuple[tuple[tuple[str | int, ...], Mapping[str, Any]], ...]
     is_pod: bool
     group: str = ""  # the API group of its apiVersion ("" for the core group)
+    contents: tuple[str, ...] = ()  # per template: the content digest of what its pods will run
+    content_changed: bool = False  # a pod UPDATE that changes what the pod runs (old vs new content digest)
+
+    def content(self, index: int) -> str:
+        return self.contents[index] if index < len(self.contents) else ""
 
 
 def applicable(policy: Policy, labels: dict[str, str], today: date | None) -> tuple[PolicyException, ...]:
@@ -116,12 +130,18 @@ def bound_here(grant: Grant, view: ObjectView, digest: str) -> bool:
     )  # fmt: skip
 
 
-def carried(grant: Grant, view: ObjectView) -> bool:
-    """The grant reached this object the way a controller copies a template: same namespace, and the
-    owner is the granted object (or its child). The content is not compared again: the granted object's
-    template was (it is bound to it), a pod is that template after every mutating admission step, and
-    a child's template is mutated by us (a CronJob's Job) before it is stored."""
-    return grant.namespace == view.namespace and owner_matches(view.meta, grant)
+def carried(grant: Grant, view: ObjectView, content: str) -> bool:
+    """The grant reached this object the way a controller copies a template: same namespace, the object of
+    a kind the granted object's controller creates, under the granted object (or its child), and running
+    what the grant was issued for (``content``: this template's digest; a v1 grant has none to compare, and
+    holds as before on what a controller creates, but never across a pod UPDATE that changes the content)."""
+    made = ("", "Pod") if view.is_pod else (view.group, view.kind)
+    return (
+        grant.namespace == view.namespace
+        and owner_matches(view.meta, grant, made)
+        and not view.content_changed
+        and (not grant.content or grant.content == content)
+    )
 
 
 def holding(
@@ -174,7 +194,37 @@ def holding(
         )
         for rule_id in by_name[name].rules:
             held.setdefault(rule_id, name)
-    return Holding(held, notes, tuple(trace))
+    if view.content_changed and trace is not None:
+        trace.append("exception grants: this UPDATE changes what the pod runs: judged as if it carried none")
+    carried_grants: list[Grant] = []
+    for name, how in sorted(granted.items()):
+        if how == "carried" and name not in mine:
+            carried_grants.extend(_carried_grants(view, keys, name, annotation))
+    return Holding(held, notes, tuple(trace), tuple(carried_grants))
+
+
+def _carried_grants(view: ObjectView, keys: GrantKeys | None, name: str, annotation: str) -> tuple[Grant, ...]:
+    """The grants of exception ``name`` the object's templates carry (one per template, deduplicated)."""
+    if keys is None:
+        return ()
+    out: list[Grant] = []
+    for _, node in view.templates:
+        for g in read_grants(keys, _annotations(node).get(annotation))[0]:
+            if g.exception == name and g not in out:
+                out.append(g)
+    return tuple(out)
+
+
+def granted_rules(
+    policy: Policy, old: Mapping[str, Any], labels: dict[str, str], *, today: date | None, keys: GrantKeys | None
+) -> frozenset[str]:
+    """The rules grants on a stored pod (``old``) cover: findings its UPDATE may not keep as "already true of
+    the old pod" once the UPDATE changes what the pod runs (the old pod had them only through its grant)."""
+    if keys is None:
+        return frozenset()
+    by_name = {e.name: e for e in applicable(policy, labels, today)}
+    grants, _ = read_grants(keys, _annotations(old).get(grant_annotation(policy)))
+    return frozenset(rule for g in grants if g.exception in by_name for rule in by_name[g.exception].rules)
 
 
 def _granted(
@@ -191,7 +241,7 @@ def _granted(
     if not view.templates:
         return {}
     per_template: list[dict[str, str]] = []
-    for _, node in view.templates:
+    for index, (_, node) in enumerate(view.templates):
         grants, _bad = read_grants(keys, _annotations(node).get(annotation))
         digest = None if view.is_pod or not grants else template_digest(node, annotation)
         found: dict[str, str] = {}
@@ -203,7 +253,7 @@ def _granted(
                 continue
             if digest is not None and bound_here(g, view, digest):
                 found[g.exception] = "bound"
-            elif trusted and carried(g, view):
+            elif trusted and carried(g, view, view.content(index)):
                 found.setdefault(g.exception, "carried")
         per_template.append(found)
     common = set.intersection(*(set(f) for f in per_template))
@@ -235,15 +285,17 @@ def grant_values(
     mine = direct(candidates, view, requester) if view.name else {}
     trusted = requester is not None and requester.username in policy.settings.controllers
     out: list[tuple[tuple[str | int, ...], str | None]] = []
-    for path, node in view.templates:
+    for index, (path, node) in enumerate(view.templates):
         digest = template_digest(node, annotation)
+        content = view.content(index)
         tokens: list[str] = []
         for name, ref in sorted(mine.items()):
-            tokens.append(issue(keys, Grant(name, ref, view.namespace, view.group, view.kind, view.name, digest)))
+            grant = Grant(name, ref, view.namespace, view.group, view.kind, view.name, digest, content)
+            tokens.append(issue(keys, grant))
         existing = _annotations(node).get(annotation)
         if existing is not None and not mine:
             grants, _ = read_grants(keys, existing)
-            keep = [g for g in grants if bound_here(g, view, digest) or (trusted and carried(g, view))]
+            keep = [g for g in grants if bound_here(g, view, digest) or (trusted and carried(g, view, content))]
             tokens = [issue(keys, g) for g in keep]
         out.append((path, " ".join(tokens) if tokens else None))
     return out
