@@ -11,6 +11,7 @@ with pods as the apiserver stores them (defaults, the service-account volume, de
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -33,7 +34,7 @@ from tests.engine.test_exceptions import (
     replicaset_of,
     verdict,
 )
-from webhook.engine.model.grants import read_grants
+from webhook.engine.model.grants import issue, read_grants
 from webhook.engine.model.requester import Requester
 from webhook.policy import load_policy
 
@@ -201,3 +202,44 @@ def test_attack_a_controller_created_pod_whose_content_differs_from_the_grant(po
     pod = placed(policy, pod_of(rs), REPLICASET_CONTROLLER)
     assert GRANT in pod["metadata"]["annotations"]
     assert verdict(judge(policy, pod, REPLICASET_CONTROLLER)) == ("deny", None)
+
+
+# --- grants issued before the content digest (v1) ---------------------------------------------------------------
+
+
+def legacy(token: str) -> str:
+    """The same grant as a v1 token (8 fields, no content digest), as an older webhook signed it."""
+    (grant,), _ = read_grants(KEYS, token)
+    return issue(KEYS, dataclasses.replace(grant, content=""))
+
+
+def test_a_v1_grant_still_holds_on_the_pods_a_controller_creates(policy):
+    rs = replicaset_of(deploy(policy))
+    rs["spec"]["template"]["metadata"]["annotations"][GRANT] = legacy(grant_of(rs["spec"]["template"]))
+    assert grant_of(rs["spec"]["template"]).startswith("v1.")
+    assert mutate(policy, rs, Requester("system:serviceaccount:kube-system:deployment-controller")) == rs
+    pod = as_stored(placed(policy, pod_of(rs), REPLICASET_CONTROLLER))
+    assert verdict(judge(policy, pod, REPLICASET_CONTROLLER)) == ("audit", "dcgm-diag")
+    # ...but not across an UPDATE that swaps what the pod runs, whoever sends it
+    for who in (MALLORY, REPLICASET_CONTROLLER):
+        assert verdict(judge(policy, swapped(pod), who, operation="UPDATE", old_object=pod)) == ("deny", None)
+
+
+def test_a_cronjobs_job_and_its_pods_keep_the_grant_and_an_owner_of_another_kind_does_not(policy):
+    from tests.engine.test_exceptions import CRONJOB_CONTROLLER, JOB_CONTROLLER, a_cronjob
+
+    carol = Requester("carol")
+    cron = mutate(policy, a_cronjob(), carol)
+    job = {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": "nightly-29412180", "namespace": NS,
+                     "ownerReferences": [{"apiVersion": "batch/v1", "kind": "CronJob", "name": "nightly",
+                                          "uid": "c-1", "controller": True}]},
+        "spec": copy.deepcopy(cron["spec"]["jobTemplate"]["spec"]),
+    }  # fmt: skip
+    job = mutate(policy, job, CRONJOB_CONTROLLER)
+    pod = as_stored(placed(policy, pod_of(job), JOB_CONTROLLER))
+    assert verdict(judge(policy, pod, JOB_CONTROLLER)) == ("audit", "nightly-only")
+    forged = with_owner(pod, "Deployment", "nightly-29412180", "apps/v1")  # not what a CronJob creates
+    assert verdict(judge(policy, forged, JOB_CONTROLLER)) == ("deny", None)
