@@ -243,3 +243,11 @@ def test_a_cronjobs_job_and_its_pods_keep_the_grant_and_an_owner_of_another_kind
     assert verdict(judge(policy, pod, JOB_CONTROLLER)) == ("audit", "nightly-only")
     forged = with_owner(pod, "Deployment", "nightly-29412180", "apps/v1")  # not what a CronJob creates
     assert verdict(judge(policy, forged, JOB_CONTROLLER)) == ("deny", None)
+
+
+def test_the_denial_says_why_the_grant_was_not_honoured(policy):
+    pod = as_stored(legit_pod(policy))
+    d = judge(policy, swapped(pod), MALLORY, operation="UPDATE", old_object=pod)
+    assert "grant of exception dcgm-diag not honoured: this UPDATE changes what the pod runs" in d.message
+    d = judge(policy, with_owner(pod, "ConfigMap", "dcgm-abc12", "v1"), REPLICASET_CONTROLLER)
+    assert "its owner ConfigMap/dcgm-abc12 is not of a kind Deployment/dcgm creates" in d.message

@@ -44,7 +44,7 @@ from webhook.engine.model.grants import (
     api_group,
     grant_annotation,
     issue,
-    owner_matches,
+    owner_problem,
     read_grants,
     template_digest,
 )
@@ -131,17 +131,26 @@ def bound_here(grant: Grant, view: ObjectView, digest: str) -> bool:
 
 
 def carried(grant: Grant, view: ObjectView, content: str) -> bool:
-    """The grant reached this object the way a controller copies a template: same namespace, the object of
-    a kind the granted object's controller creates, under the granted object (or its child), and running
-    what the grant was issued for (``content``: this template's digest; a v1 grant has none to compare, and
-    holds as before on what a controller creates, but never across a pod UPDATE that changes the content)."""
-    made = ("", "Pod") if view.is_pod else (view.group, view.kind)
-    return (
-        grant.namespace == view.namespace
-        and owner_matches(view.meta, grant, made)
-        and not view.content_changed
-        and (not grant.content or grant.content == content)
-    )
+    """The grant reached this object the way a controller copies a template (:func:`not_carried`)."""
+    return not_carried(grant, view, content) is None
+
+
+def not_carried(grant: Grant, view: ObjectView, content: str) -> str | None:
+    """Why the grant did not reach this object the way a controller copies a template, or None: same
+    namespace, the object of a kind the granted object's controller creates, under the granted object (or
+    its child), and running what the grant was issued for (``content``: this template's digest; a v1 grant
+    has none to compare, and holds as before on what a controller creates, but never across a pod UPDATE
+    that changes the content)."""
+    if grant.namespace != view.namespace:
+        return f"it was issued in namespace {grant.namespace}"
+    if view.content_changed:
+        return "this UPDATE changes what the pod runs; re-create the pod from its owner instead"
+    problem = owner_problem(view.meta, grant, ("", "Pod") if view.is_pod else (view.group, view.kind))
+    if problem is not None:
+        return problem
+    if grant.content and grant.content != content:
+        return f"it does not run what the grant was issued for ({grant.kind}/{grant.name}'s pod template)"
+    return None
 
 
 def holding(
@@ -166,7 +175,13 @@ def holding(
     mine = direct(candidates, view, requester)
     needs_grant = keys is not None and judged_as_stored and not view.is_pod and bool(view.name)
     trusted = requester is not None and requester.username in policy.settings.controllers
-    granted = _granted(policy, view, keys, by_name, trusted, annotation) if keys is not None else {}
+    granted, refused = _granted(policy, view, keys, by_name, trusted, annotation) if keys is not None else ({}, {})
+    for name, why in sorted(refused.items()):
+        if name in granted or name in mine:
+            continue
+        trace.append(f"exception {name}: grant not honoured: {why}")
+        for rule_id in by_name[name].rules:
+            notes.setdefault(rule_id, f"grant of exception {name} not honoured: {why}")
     for name, ref in mine.items():
         if needs_grant and view.templates and granted.get(name) != "bound":
             # its controller would create pods without the grant, and they would be denied one by one
@@ -194,8 +209,6 @@ def holding(
         )
         for rule_id in by_name[name].rules:
             held.setdefault(rule_id, name)
-    if view.content_changed and trace is not None:
-        trace.append("exception grants: this UPDATE changes what the pod runs: judged as if it carried none")
     carried_grants: list[Grant] = []
     for name, how in sorted(granted.items()):
         if how == "carried" and name not in mine:
@@ -234,13 +247,16 @@ def _granted(
     by_name: dict[str, PolicyException],
     trusted: bool,
     annotation: str,
-) -> dict[str, str]:
+) -> tuple[dict[str, str], dict[str, str]]:
     """Exceptions every pod template of the object holds a good grant for: name -> ``bound`` (issued for
     this very object and template content; honoured whoever sends it, since only a subject's request
-    can have produced it) or ``carried`` (copied by a trusted controller from the granted owner)."""
+    can have produced it) or ``carried`` (copied by a trusted controller from the granted owner); and, for a
+    controller's request or a pod UPDATE that changes what it runs, why a grant that verifies was not
+    honoured (name -> why: the finding says so)."""
     if not view.templates:
-        return {}
+        return {}, {}
     per_template: list[dict[str, str]] = []
+    refused: dict[str, str] = {}
     for index, (_, node) in enumerate(view.templates):
         grants, _bad = read_grants(keys, _annotations(node).get(annotation))
         digest = None if view.is_pod or not grants else template_digest(node, annotation)
@@ -253,11 +269,16 @@ def _granted(
                 continue
             if digest is not None and bound_here(g, view, digest):
                 found[g.exception] = "bound"
-            elif trusted and carried(g, view, view.content(index)):
+                continue
+            why = not_carried(g, view, view.content(index)) if trusted or view.content_changed else None
+            if trusted and why is None:
                 found.setdefault(g.exception, "carried")
+            elif why is not None:
+                refused.setdefault(g.exception, why)
         per_template.append(found)
     common = set.intersection(*(set(f) for f in per_template))
-    return {name: ("bound" if all(f[name] == "bound" for f in per_template) else "carried") for name in common}
+    found_all = {name: ("bound" if all(f[name] == "bound" for f in per_template) else "carried") for name in common}
+    return found_all, refused
 
 
 def _annotations(node: Mapping[str, Any]) -> Mapping[str, Any]:

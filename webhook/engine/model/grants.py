@@ -201,25 +201,35 @@ def controlling_owner(meta: Mapping[str, Any]) -> tuple[str, str, str, str] | No
 
 def owner_matches(meta: Mapping[str, Any], grant: Grant, made: tuple[str, str]) -> bool:
     """The object (``made``: its API group and kind) was created the way the granted object's controller
-    creates what it creates: its controlling owner is the granted object and the granted kind creates
-    ``made`` (a Deployment's ReplicaSet, a Job's pods); or it is a pod, and its owner is a child the granted
-    kind creates, named ``<name>-<suffix>`` as controllers name them, whose kind creates pods (the pods of
-    a Deployment's ReplicaSet, of a CronJob's Job). A Volcano Job is not a batch Job: the group counts."""
+    creates what it creates: :func:`owner_problem` finds nothing wrong."""
+    return owner_problem(meta, grant, made) is None
+
+
+def owner_problem(meta: Mapping[str, Any], grant: Grant, made: tuple[str, str]) -> str | None:
+    """Why the object (``made``: its API group and kind) was not created the way the granted object's
+    controller creates what it creates, or None: its controlling owner must be the granted object, of a kind
+    that creates ``made`` (a Deployment's ReplicaSet, a Job's pods); or, for a pod, a child of a kind the
+    granted kind creates, named ``<name>-<suffix>`` as controllers name them, whose kind creates pods (the
+    pods of a Deployment's ReplicaSet, of a CronJob's Job). A Volcano Job is not a batch Job: the group
+    counts."""
     owner = controlling_owner(meta)
+    granted = f"{grant.kind}/{grant.name}"
     if owner is None:
-        return False
+        return "it has no controlling owner (or several)"
     group, kind, name, _ = owner
     children = creates(grant.group, grant.kind)
     if (group, kind) == (grant.group, grant.kind):
-        return name == grant.name and made in children
+        if name != grant.name:
+            return f"its owner {kind}/{name} is not {granted}"
+        if made not in children:
+            return f"{grant.kind} does not create {made[1]}s itself; its owner {kind}/{name} cannot have created it"
+        return None
     prefix = grant.name + "-"
-    return (
-        made == POD
-        and (group, kind) in children
-        and POD in creates(group, kind)
-        and name.startswith(prefix)
-        and bool(_CHILD_SUFFIX.match(name[len(prefix) :]))
-    )
+    if made != POD or (group, kind) not in children or POD not in creates(group, kind):
+        return f"its owner {kind}/{name} is not of a kind {granted} creates"
+    if not (name.startswith(prefix) and _CHILD_SUFFIX.match(name[len(prefix) :])):
+        return f"its owner {kind}/{name} is not named as {granted}'s controller names what it creates"
+    return None
 
 
 def grant_annotation(policy: Policy) -> str:
