@@ -88,14 +88,19 @@ def assert_judged_without_grant(by_name: dict[str, Any]) -> None:
             assert "grant of exception dcgm-diag not honoured" in found[0]["message"]
 
 
-@pytest.mark.parametrize("pods_first", [False, True], ids=["owners-first", "pods-first"])
-def test_snapshot_believes_only_the_chain_it_read(tmp_path: Path, key: Path, pods_first: bool) -> None:
+@pytest.mark.parametrize(
+    ("pods_first", "workers"),
+    [(False, "1"), (True, "1"), (True, "2")],
+    ids=["owners-first", "pods-first", "pods-first-2-workers"],
+)
+def test_snapshot_believes_only_the_chain_it_read(tmp_path: Path, key: Path, pods_first: bool, workers: str) -> None:
     objects = attacked()
     if pods_first:
         objects.sort(key=lambda o: o["kind"] != "Pod")
     path = tmp_path / "snapshot.yaml"
     path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": objects}))
-    ran = run_cli("--snapshot", path, "--policy", POLICY, "--date", DAY, "--grant-key", key, "-o", "json")
+    ran = run_cli("--snapshot", path, "--policy", POLICY, "--date", DAY, "--grant-key", key, "-o", "json",
+                  "--workers", workers)  # fmt: skip
     assert ran.code == 1, ran.err
     by_name = results(ran.out)
     assert_judged_without_grant(by_name)
