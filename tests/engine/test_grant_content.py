@@ -251,3 +251,34 @@ def test_the_denial_says_why_the_grant_was_not_honoured(policy):
     assert "grant of exception dcgm-diag not honoured: this UPDATE changes what the pod runs" in d.message
     d = judge(policy, with_owner(pod, "ConfigMap", "dcgm-abc12", "v1"), REPLICASET_CONTROLLER)
     assert "its owner ConfigMap/dcgm-abc12 is not of a kind Deployment/dcgm creates" in d.message
+
+
+def test_what_operators_and_injectors_add_to_a_controllers_pod_keeps_the_grant(policy):
+    """Between the template and the pod others add what is theirs: an operator's env, volumes and command
+    (PyTorchJob's RANK, Volcano's hosts file, KubeRay's ``ray start``), an injected sidecar and init
+    container. The grant binds what the template's own containers get of devices, not those."""
+    pod = pod_of(replicaset_of(deploy(policy)))  # as the controller (and the injectors before /mutate) made it
+    pod["spec"]["containers"][0].setdefault("env", []).append({"name": "RANK", "value": "0"})
+    pod["spec"]["containers"][0]["command"] = ["/bin/bash", "-lc", "--", "ulimit -n 65536; exec dcgm"]
+    pod["spec"]["containers"].append({"name": "istio-proxy", "image": "istio/proxyv2:1.22"})
+    pod["spec"]["initContainers"] = [{"name": "wait-gcs-ready", "image": "busybox:1.36"}]
+    pod["spec"]["volumes"] = [{"name": "hosts", "configMap": {"name": "job-svc"}}]
+    d = judge(policy, as_stored(placed(policy, pod, REPLICASET_CONTROLLER)), REPLICASET_CONTROLLER)
+    assert verdict(d) == ("audit", "dcgm-diag")
+
+
+def test_what_gives_a_named_container_devices_is_bound(policy):
+    pod = placed(policy, pod_of(replicaset_of(deploy(policy))), REPLICASET_CONTROLLER)
+    for change in (
+        lambda c, s: c.update(image="registry.example/miner:1"),
+        lambda c, s: c["resources"]["limits"].update({"nvidia.com/gpu": "8"}),
+        lambda c, s: c.setdefault("env", []).append({"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}),
+        lambda c, s: s.update(volumes=[{"name": "dev", "hostPath": {"path": "/dev"}}]),
+        lambda c, s: s.update(hostPID=True),
+        lambda c, s: c.update(name="renamed"),
+    ):
+        changed = copy.deepcopy(pod)
+        change(changed["spec"]["containers"][0], changed["spec"])
+        assert ("audit", "dcgm-diag") not in [
+            (v.action.value, v.exception) for v in judge(policy, changed, REPLICASET_CONTROLLER).violations
+        ]

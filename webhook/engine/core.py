@@ -618,13 +618,11 @@ def _with_contents(
     """``view`` with what each template's pods will run (after our mutation: a Deployment's pods are mutated
     at their own CREATE as its template is here) and, for a pod UPDATE, whether the update changes it."""
     if view.is_pod:
-        contents = (content_digest(doc),)
-        changed = operation == "UPDATE" and isinstance(old_object, dict) and content_digest(old_object) != contents[0]
-        return replace(view, contents=contents, content_changed=changed)
-    contents = tuple(
-        content_digest({"spec": _template_at(doc, s.tpl).spec}) for s in states if not s.tpl.virtual
-    )
-    return replace(view, contents=contents)
+        changed = (
+            operation == "UPDATE" and isinstance(old_object, dict) and content_digest(old_object) != content_digest(doc)
+        )
+        return replace(view, runs=(doc,), content_changed=changed)
+    return replace(view, runs=tuple({"spec": _template_at(doc, s.tpl).spec} for s in states if not s.tpl.virtual))
 
 
 def _grant_ops(

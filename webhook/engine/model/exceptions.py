@@ -48,6 +48,7 @@ from webhook.engine.model.grants import (
     read_grants,
     template_digest,
 )
+from webhook.engine.model.pod_content import grant_content, runs_granted
 from webhook.engine.model.requester import Requester
 from webhook.policy.compiled import Policy
 from webhook.policy.model import PolicyException
@@ -96,11 +97,11 @@ class ObjectView:
     templates: tuple[tuple[tuple[str | int, ...], Mapping[str, Any]], ...]
     is_pod: bool
     group: str = ""  # the API group of its apiVersion ("" for the core group)
-    contents: tuple[str, ...] = ()  # per template: the content digest of what its pods will run
+    runs: tuple[Mapping[str, Any], ...] = ()  # per template: what its pods will run (after our mutation)
     content_changed: bool = False  # a pod UPDATE that changes what the pod runs (old vs new content digest)
 
-    def content(self, index: int) -> str:
-        return self.contents[index] if index < len(self.contents) else ""
+    def run(self, index: int) -> Mapping[str, Any]:
+        return self.runs[index] if index < len(self.runs) else {}
 
 
 def applicable(policy: Policy, labels: dict[str, str], today: date | None) -> tuple[PolicyException, ...]:
@@ -130,17 +131,17 @@ def bound_here(grant: Grant, view: ObjectView, digest: str) -> bool:
     )  # fmt: skip
 
 
-def carried(grant: Grant, view: ObjectView, content: str) -> bool:
+def carried(grant: Grant, view: ObjectView, runs: Mapping[str, Any]) -> bool:
     """The grant reached this object the way a controller copies a template (:func:`not_carried`)."""
-    return not_carried(grant, view, content) is None
+    return not_carried(grant, view, runs) is None
 
 
-def not_carried(grant: Grant, view: ObjectView, content: str) -> str | None:
+def not_carried(grant: Grant, view: ObjectView, runs: Mapping[str, Any]) -> str | None:
     """Why the grant did not reach this object the way a controller copies a template, or None: same
     namespace, the object of a kind the granted object's controller creates, under the granted object (or
-    its child), and running what the grant was issued for (``content``: this template's digest; a v1 grant
-    has none to compare, and holds as before on what a controller creates, but never across a pod UPDATE
-    that changes the content)."""
+    its child), and running what the grant was issued for (``runs``: this template, or the pod, as it will
+    run; :func:`runs_granted`. A v1 grant has no content to compare, and holds as before on what a
+    controller creates, but never across a pod UPDATE that changes what the pod runs)."""
     if grant.namespace != view.namespace:
         return f"it was issued in namespace {grant.namespace}"
     if view.content_changed:
@@ -148,7 +149,7 @@ def not_carried(grant: Grant, view: ObjectView, content: str) -> str | None:
     problem = owner_problem(view.meta, grant, ("", "Pod") if view.is_pod else (view.group, view.kind))
     if problem is not None:
         return problem
-    if grant.content and grant.content != content:
+    if grant.content and not runs_granted(runs, grant.content):
         return f"it does not run what the grant was issued for ({grant.kind}/{grant.name}'s pod template)"
     return None
 
@@ -270,7 +271,7 @@ def _granted(
             if digest is not None and bound_here(g, view, digest):
                 found[g.exception] = "bound"
                 continue
-            why = not_carried(g, view, view.content(index)) if trusted or view.content_changed else None
+            why = not_carried(g, view, view.run(index)) if trusted or view.content_changed else None
             if trusted and why is None:
                 found.setdefault(g.exception, "carried")
             elif why is not None:
@@ -308,7 +309,8 @@ def grant_values(
     out: list[tuple[tuple[str | int, ...], str | None]] = []
     for index, (path, node) in enumerate(view.templates):
         digest = template_digest(node, annotation)
-        content = view.content(index)
+        runs = view.run(index)
+        content = grant_content(runs) if runs else ""
         tokens: list[str] = []
         for name, ref in sorted(mine.items()):
             grant = Grant(name, ref, view.namespace, view.group, view.kind, view.name, digest, content)
@@ -316,7 +318,7 @@ def grant_values(
         existing = _annotations(node).get(annotation)
         if existing is not None and not mine:
             grants, _ = read_grants(keys, existing)
-            keep = [g for g in grants if bound_here(g, view, digest) or (trusted and carried(g, view, content))]
+            keep = [g for g in grants if bound_here(g, view, digest) or (trusted and carried(g, view, runs))]
             tokens = [issue(keys, g) for g in keep]
         out.append((path, " ".join(tokens) if tokens else None))
     return out

@@ -44,7 +44,7 @@ the same at the object's ``/mutate``, its ``/validate`` and its child's ``/valid
 
 _CHILD_SUFFIX = re.compile(r"^[a-z0-9]+$")
 MAX_TOKENS = 16
-MAX_TOKEN_BYTES = 2048
+MAX_TOKEN_BYTES = 8192  # a v2 grant names the template's containers (up to 63 characters each)
 """Bounds on what one annotation may make the webhook verify: a tenant can write any value there, and each
 token costs a base64 decode, a JSON parse and an HMAC."""
 

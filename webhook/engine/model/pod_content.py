@@ -1,17 +1,22 @@
-"""What a pod runs, as one digest: the content a grant is bound to (images, commands, environment,
-devices, privileged bits, volumes), the same whether it is read on a pod template at the controller
-object's ``/mutate`` or on a pod the controller created from it, as the apiserver stores it.
+"""What a pod runs, two ways: what a pod UPDATE may not change under a grant, and what a grant is bound to.
 
-Why these fields: they are what the rules an exception may cover read of a container (device reach,
-GPU counts, the image's own environment) and what a live pod may change (``spec.containers[*].image``
-by UPDATE, ephemeral containers by ``kubectl debug``). Why not the others: what the apiserver and the
-kubelet add or change on their own would make a controller's pod differ from its template for no one's
-choice — defaulted fields (``imagePullPolicy``, ``terminationMessagePath``, a volume's
-``defaultMode: 420``, a ``fieldRef``'s ``apiVersion: v1``, requests defaulted from limits on pods),
-the service-account token volume and its mounts, the scheduler's ``nodeName``, status, tolerations
-(DefaultTolerationSeconds adds two) and the ``cpu``/``memory`` an in-place resize may change.
-Placement (tolerations, nodeSelector, affinity) is left to the rules themselves: a pod UPDATE that
-changes what it can reach is judged on its own, by whoever sends it.
+:func:`content_digest` is the whole of it (images, commands, environment, devices, privileged bits,
+volumes), compared between a pod and its own older self: a pod UPDATE that changes it (a new
+``spec.containers[*].image``, an ephemeral container from ``kubectl debug``) is judged as if the pod
+carried no grant. Both sides are the same stored pod, so nothing anyone else added makes them differ.
+
+:func:`grant_content` is what a grant carries, issued on a pod template at the controller object's
+``/mutate``, and :func:`runs_granted` checks it on what a controller created from that template, as the
+apiserver stores it. Between the two, others add to a pod on their own: the apiserver (defaults, the
+service-account token volume, DefaultTolerationSeconds' tolerations), an operator (PyTorchJob's
+``RANK``/``MASTER_ADDR`` env, Volcano's hosts volume, KubeRay's ``ray start`` command and its
+``wait-gcs-ready`` init container), a sidecar injector (a container of its own). So the grant binds, for
+each container the template names, what gives it devices: its image, securityContext, the resources that
+are not ``cpu``/``memory`` (an in-place resize changes those), volumeDevices, envFrom and the container
+toolkit's variables (a value other than ``void``/``none``); and the pod's host paths, host namespaces,
+resource claims and runtime class. Commands, other variables and other volumes are bound only against
+the pod's own UPDATE (above). Placement (tolerations, nodeSelector, affinity) is judged by the rules on
+every UPDATE that changes it, whoever sends it.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from webhook.engine.model.device_reach import HARMLESS, TOOLKIT_ENV
 from webhook.quantity import QuantityError, parse_quantity
 
 CONTAINER_LISTS = ("initContainers", "containers", "ephemeralContainers")
@@ -55,6 +61,77 @@ def content_digest(node: Mapping[str, Any]) -> str:
         if value not in (None, False, "", [], {}):
             body[key] = value
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+def grant_content(node: Mapping[str, Any]) -> str:
+    """``<container names>:<digest>``: what a grant issued for this template binds (see the module)."""
+    spec = node.get("spec")
+    if not isinstance(spec, dict):
+        return ""
+    names = sorted(_named(spec))
+    return f"{','.join(names)}:{_essential(spec, names)}"
+
+
+def runs_granted(node: Mapping[str, Any], content: str) -> bool:
+    """Whether a pod (or a template) runs what a grant's ``content`` was issued for: each container the
+    template named is there, with the same essentials, and so are the pod's host paths and namespaces."""
+    spec = node.get("spec")
+    names_text, sep, digest = content.rpartition(":")
+    if not isinstance(spec, dict) or not sep:
+        return False
+    names = names_text.split(",") if names_text else []
+    return _essential(spec, names) == digest
+
+
+def _named(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for key in ("initContainers", "containers"):
+        containers = spec.get(key)
+        for c in containers if isinstance(containers, list) else ():
+            if isinstance(c, dict) and isinstance(c.get("name"), str):
+                out.setdefault(c["name"], c)
+    return out
+
+
+def _essential(spec: Mapping[str, Any], names: list[str]) -> str | None:
+    named = _named(spec)
+    if any(n not in named for n in names):
+        return None
+    body: dict[str, Any] = {"containers": {n: _devices(named[n]) for n in names}}
+    volumes = spec.get("volumes")
+    body["hostPaths"] = sorted(
+        str(v["hostPath"].get("path"))
+        for v in (volumes if isinstance(volumes, list) else ())
+        if isinstance(v, dict) and isinstance(v.get("hostPath"), dict)
+    )
+    for key in ("hostNetwork", "hostPID", "hostIPC", "resourceClaims", "runtimeClassName"):
+        if spec.get(key) not in (None, False, "", []):
+            body[key] = spec[key]
+    return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
+
+
+def _devices(container: dict[str, Any]) -> dict[str, Any]:
+    """What gives one container devices: image, privileged bits, device resources, the toolkit's variables."""
+    full = _container(container)
+    kept = ("image", "securityContext", "volumeDevices", "envFrom", "restartPolicy")
+    out = {k: full[k] for k in kept if k in full}
+    device = _resources(container["resources"]) if isinstance(container.get("resources"), dict) else {}
+    if device:
+        out["resources"] = device
+    env = container.get("env")
+    toolkit = [e for e in (env if isinstance(env, list) else ()) if _toolkit(e)]
+    if toolkit:
+        out["env"] = _defaulted(toolkit)
+    return out
+
+
+def _toolkit(entry: Any) -> bool:
+    """A container toolkit variable that may open devices (``NVIDIA_VISIBLE_DEVICES=void`` does not: our
+    mutation writes it into the pods of a Deployment, not its template)."""
+    if not isinstance(entry, dict) or entry.get("name") not in TOOLKIT_ENV:
+        return False
+    harmless = str(entry.get("value", "")).lower() in HARMLESS and "valueFrom" not in entry
+    return not (entry.get("name") == TOOLKIT_ENV[0] and harmless)
 
 
 def _container(container: dict[str, Any]) -> dict[str, Any]:
