@@ -3,7 +3,7 @@
 A grant is ``v2.<payload>.<signature>``: the payload (JSON, base64url) names the exception, the subject it
 was issued to, the namespace, the granted object's API group, kind and name, a digest of the pod
 template (:func:`template_digest`: binds the granted object's own template) and a digest of what its pods
-run (:func:`webhook.engine.model.pod_content.content_digest`: binds the pods and the objects between);
+run (:func:`webhook.engine.model.pod_content.grant_content`: binds the pods and the objects between);
 ``v1`` grants (before the content digest) still verify and carry no content digest. The signature is
 HMAC-SHA256 under a key only the webhook holds (``GrantKeys``, passed in as data). Why and where they are
 honoured: :mod:`webhook.engine.model.exceptions`.
