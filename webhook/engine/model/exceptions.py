@@ -17,8 +17,9 @@ The chain (docs/policy.md "Exceptions"):
    object's controller creates and its controlling owner is the granted object (or, for a pod, one level
    down, a child of the kind the granted object creates, named ``<name>-<hash>``), and what it runs is
    what the grant was issued for (each container the template names, with its image, privileged bits,
-   devices and toolkit variables; the pod's host paths and namespaces: ``pod_content.grant_content``). On the granted object itself a grant holds, whoever sends it, while the template
-   still has the granted digest.
+   devices and toolkit variables; the pod's host paths and namespaces: ``pod_content.grant_content``).
+   On the granted object itself a grant holds, whoever sends it, while the template still has the
+   granted digest.
 4. **A pod UPDATE that changes what the pod runs** (an image, an ephemeral container) is judged as if no
    grant were carried: the grant does not hold for the new pod, and a finding the old pod had only
    through its grant is not the old pod's to keep (:func:`granted_rules`).
