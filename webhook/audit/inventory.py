@@ -18,7 +18,7 @@ from webhook.audit import snapshot
 from webhook.audit.kube import Discovery, Kube, KubeError, Resource
 from webhook.audit.owners import Key, Owned, facts
 from webhook.check.context import ClusterObjects
-from webhook.engine.model.grants import GRANT_NAME
+from webhook.engine.model.grants import GRANT_NAME, depth
 from webhook.policy.compiled import Policy
 
 DRA_GROUP = "resource.k8s.io"
@@ -178,7 +178,9 @@ class ClusterInventory:
         return found
 
     def workload_resources(self) -> list[Resource]:
-        """The kind table's kinds the cluster serves (Pods last); each unserved one gets a note."""
+        """The kind table's kinds the cluster serves, owners before what they create (a CronJob before its
+        Jobs, Pods last: the audit checks a carried grant's owner chain as it reads); each unserved one gets
+        a note."""
         out: list[Resource] = []
         for api_version, kind in self.policy.kinds:
             resource = self.discovery.find(api_version, kind)
@@ -186,7 +188,7 @@ class ClusterInventory:
                 self.notes.append(f"{api_version} {kind}: not served by this cluster, skipped")
                 continue
             out.append(resource)
-        out.sort(key=lambda r: r.kind == "Pod" and r.group == "")
+        out.sort(key=lambda r: (r.kind == "Pod" and r.group == "", depth(r.group, r.kind)))
         return out
 
     def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:

@@ -107,6 +107,15 @@ def creates(group: str, kind: str) -> frozenset[tuple[str, str]]:
     return CREATES.get((group, kind), frozenset({POD}))
 
 
+def depth(group: str, kind: str) -> int:
+    """How many controllers stand above an object of this kind at most (a CronJob 0, its Job 1, a pod 2 or
+    more): whoever reads objects to check who owns them reads the owners first in this order."""
+    if (group, kind) == POD:
+        return 1 + max((depth(*parent) for parent in CREATES), default=0)
+    parents = [parent for parent, made in CREATES.items() if (group, kind) in made]
+    return 1 + max(depth(*parent) for parent in parents) if parents else 0
+
+
 def _b64(raw: bytes) -> str:
     return base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
 
