@@ -253,18 +253,61 @@ def test_the_denial_says_why_the_grant_was_not_honoured(policy):
     assert "its owner ConfigMap/dcgm-abc12 is not of a kind Deployment/dcgm creates" in d.message
 
 
-def test_what_operators_and_injectors_add_to_a_controllers_pod_keeps_the_grant(policy):
+TRAINING_OPERATOR = Requester("system:serviceaccount:kubeflow:training-operator")
+
+
+@pytest.fixture(scope="module")
+def with_operator():
+    """The test policy with the training operator's service account among ``settings.controllers``."""
+    from webhook.policy import load_policy_texts
+    from webhook.policy.model import DEFAULT_CONTROLLERS
+
+    texts = [(f.name, f.read_text()) for f in sorted(POLICY_DIR.glob("*.yaml"))]
+    extra = "apiVersion: gpu-admission.io/v1\nkind: GPUPolicy\nspec:\n  settings:\n    controllers:\n" + "".join(
+        f"      - {name}\n" for name in (*DEFAULT_CONTROLLERS, TRAINING_OPERATOR.username)
+    )
+    return load_policy_texts([*texts, ("zz-operators.yaml", extra)])
+
+
+def a_pytorchjob() -> dict[str, Any]:
+    template = copy.deepcopy(a_deployment()["spec"]["template"])
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "burn", "namespace": NS},
+        "spec": {"pytorchReplicaSpecs": {"Worker": {"replicas": 1, "template": template}}},
+    }
+
+
+def test_what_an_operator_and_injectors_add_to_its_pods_keeps_the_grant(with_operator):
     """Between the template and the pod others add what is theirs: an operator's env, volumes and command
     (PyTorchJob's RANK, Volcano's hosts file, KubeRay's ``ray start``), an injected sidecar and init
     container. The grant binds what the template's own containers get of devices, not those."""
-    pod = pod_of(replicaset_of(deploy(policy)))  # as the controller (and the injectors before /mutate) made it
+    policy = with_operator
+    job = mutate(policy, a_pytorchjob(), Requester("alice"))
+    template = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
+    pod = pod_of(job, template)  # as the operator (and the injectors before /mutate) made it
+    pod["metadata"]["generateName"] = "burn-worker-"
     pod["spec"]["containers"][0].setdefault("env", []).append({"name": "RANK", "value": "0"})
     pod["spec"]["containers"][0]["command"] = ["/bin/bash", "-lc", "--", "ulimit -n 65536; exec dcgm"]
     pod["spec"]["containers"].append({"name": "istio-proxy", "image": "istio/proxyv2:1.22"})
     pod["spec"]["initContainers"] = [{"name": "wait-gcs-ready", "image": "busybox:1.36"}]
     pod["spec"]["volumes"] = [{"name": "hosts", "configMap": {"name": "job-svc"}}]
-    d = judge(policy, as_stored(placed(policy, pod, REPLICASET_CONTROLLER)), REPLICASET_CONTROLLER)
+    d = judge(policy, as_stored(placed(policy, pod, TRAINING_OPERATOR)), TRAINING_OPERATOR)
     assert verdict(d) == ("audit", "dcgm-diag")
+    swapped_pod = copy.deepcopy(pod)  # ...and what gives its containers devices stays bound
+    swapped_pod["spec"]["containers"][0]["image"] = "registry.example/miner:1"
+    d = judge(policy, as_stored(placed(policy, swapped_pod, TRAINING_OPERATOR)), TRAINING_OPERATOR)
+    assert verdict(d) == ("deny", None)
+
+
+def test_a_deployments_pods_are_bound_to_its_commands_too(policy):
+    """kube-controller-manager copies a template as it is: a ReplicaSet whose command was changed past
+    /mutate (it failed open) creates pods that are not what the grant was issued for."""
+    rs = replicaset_of(deploy(policy))
+    rs["spec"]["template"]["spec"]["containers"][0]["command"] = ["/bin/sh", "-c", "mine"]
+    pod = placed(policy, pod_of(rs), REPLICASET_CONTROLLER)
+    assert verdict(judge(policy, pod, REPLICASET_CONTROLLER)) == ("deny", None)
 
 
 def test_what_gives_a_named_container_devices_is_bound(policy):

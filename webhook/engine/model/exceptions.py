@@ -39,6 +39,7 @@ from datetime import date
 from typing import Any
 
 from webhook.engine.model.grants import (
+    COPIED_VERBATIM,
     GRANT_NAME,
     Grant,
     GrantKeys,
@@ -311,7 +312,7 @@ def grant_values(
     for index, (path, node) in enumerate(view.templates):
         digest = template_digest(node, annotation)
         runs = view.run(index)
-        content = grant_content(runs) if runs else ""
+        content = grant_content(runs, verbatim=(view.group, view.kind) in COPIED_VERBATIM) if runs else ""
         tokens: list[str] = []
         for name, ref in sorted(mine.items()):
             grant = Grant(name, ref, view.namespace, view.group, view.kind, view.name, digest, content)

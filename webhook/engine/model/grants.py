@@ -103,6 +103,14 @@ was not created the way the grant's object creates pods."""
 POD = ("", "Pod")
 
 
+COPIED_VERBATIM = frozenset(
+    {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("apps", "ReplicaSet"),
+     ("batch", "Job"), ("batch", "CronJob")}
+)  # fmt: skip
+"""Kinds whose controllers (kube-controller-manager's) copy the pod template into what they create as it is:
+their grants bind the containers' commands too (an operator's controller may rewrite those)."""
+
+
 def creates(group: str, kind: str) -> frozenset[tuple[str, str]]:
     return CREATES.get((group, kind), frozenset({POD}))
 

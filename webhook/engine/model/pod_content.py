@@ -14,8 +14,10 @@ service-account token volume, DefaultTolerationSeconds' tolerations), an operato
 each container the template names, what gives it devices: its image, securityContext, the resources that
 are not ``cpu``/``memory`` (an in-place resize changes those), volumeDevices, envFrom and the container
 toolkit's variables (a value other than ``void``/``none``); and the pod's host paths, host namespaces,
-resource claims and runtime class. Commands, other variables and other volumes are bound only against
-the pod's own UPDATE (above). Placement (tolerations, nodeSelector, affinity) is judged by the rules on
+resource claims and runtime class. Command and args too where the template's controller copies it as it
+is (kube-controller-manager's: Deployments, StatefulSets, DaemonSets, ReplicaSets, Jobs, CronJobs), not
+where an operator rewrites them. Other variables and other volumes are bound only against the pod's own
+UPDATE (above). Placement (tolerations, nodeSelector, affinity) is judged by the rules on
 every UPDATE that changes it, whoever sends it.
 """
 
@@ -63,24 +65,27 @@ def content_digest(node: Mapping[str, Any]) -> str:
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
-def grant_content(node: Mapping[str, Any]) -> str:
-    """``<container names>:<digest>``: what a grant issued for this template binds (see the module)."""
+def grant_content(node: Mapping[str, Any], *, verbatim: bool = False) -> str:
+    """``<container names>:<digest>``: what a grant issued for this template binds (see the module). With
+    ``verbatim`` (the template's controller copies it as it is: kube-controller-manager's), each container's
+    command and args too, marked by a leading ``=``."""
     spec = node.get("spec")
     if not isinstance(spec, dict):
         return ""
     names = sorted(_named(spec))
-    return f"{','.join(names)}:{_essential(spec, names)}"
+    return f"{'=' if verbatim else ''}{','.join(names)}:{_essential(spec, names, verbatim)}"
 
 
 def runs_granted(node: Mapping[str, Any], content: str) -> bool:
     """Whether a pod (or a template) runs what a grant's ``content`` was issued for: each container the
     template named is there, with the same essentials, and so are the pod's host paths and namespaces."""
     spec = node.get("spec")
-    names_text, sep, digest = content.rpartition(":")
+    verbatim = content.startswith("=")
+    names_text, sep, digest = content.removeprefix("=").rpartition(":")
     if not isinstance(spec, dict) or not sep:
         return False
     names = names_text.split(",") if names_text else []
-    return _essential(spec, names) == digest
+    return _essential(spec, names, verbatim) == digest
 
 
 def _named(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -93,11 +98,11 @@ def _named(spec: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _essential(spec: Mapping[str, Any], names: list[str]) -> str | None:
+def _essential(spec: Mapping[str, Any], names: list[str], verbatim: bool) -> str | None:
     named = _named(spec)
     if any(n not in named for n in names):
         return None
-    body: dict[str, Any] = {"containers": {n: _devices(named[n]) for n in names}}
+    body: dict[str, Any] = {"containers": {n: _devices(named[n], verbatim) for n in names}}
     volumes = spec.get("volumes")
     body["hostPaths"] = sorted(
         str(v["hostPath"].get("path"))
@@ -110,10 +115,12 @@ def _essential(spec: Mapping[str, Any], names: list[str]) -> str | None:
     return hashlib.sha256(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()[:32]
 
 
-def _devices(container: dict[str, Any]) -> dict[str, Any]:
-    """What gives one container devices: image, privileged bits, device resources, the toolkit's variables."""
+def _devices(container: dict[str, Any], verbatim: bool) -> dict[str, Any]:
+    """What gives one container devices: image, privileged bits, device resources, the toolkit's variables
+    (and, ``verbatim``, what it runs: command and args)."""
     full = _container(container)
     kept = ("image", "securityContext", "volumeDevices", "envFrom", "restartPolicy")
+    kept += ("command", "args") if verbatim else ()
     out = {k: full[k] for k in kept if k in full}
     device = _resources(container["resources"]) if isinstance(container.get("resources"), dict) else {}
     if device:
