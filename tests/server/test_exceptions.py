@@ -20,6 +20,7 @@ from typing import Any
 import jsonpatch
 import pytest
 
+from tests.deploy.cel_match import CALL, Webhook
 from tests.engine.test_exceptions import GRANT, POLICY_DIR, a_deployment, a_pod, pod_of, replicaset_of
 from tests.server.support import (
     ROOT,
@@ -31,6 +32,8 @@ from tests.server.support import (
     review,
     serve_args,
 )
+from webhook.policy import load_policy
+from webhook.render import render
 
 pytestmark = pytest.mark.server
 
@@ -234,3 +237,45 @@ def test_each_exceptions_expiry_is_a_gauge_for_the_alert(server):
     day = server.metric(name, exception="dcgm-diag", owner="platform-team")
     assert day == datetime(2027, 1, 31, tzinfo=UTC).timestamp()
     assert server.metric(name, exception="nightly-only") == day
+
+
+# --- issue 41: grants bound to what the pods run, and to the kinds controllers create -------------------------
+
+
+def granted_pod(client: ApiserverClient) -> dict[str, Any]:
+    """A pod of the subject's Deployment, through the server's /mutate and /validate at every step."""
+    stored, _ = admit(client, a_deployment(), DEPLOYER)
+    rs, _ = admit(client, replicaset_of(stored), controller("deployment-controller"))
+    pod, response = admit(client, pod_of(rs), controller("replicaset-controller"))
+    assert response["allowed"] is True and "dcgm-diag" in response["auditAnnotations"]["exceptions"]
+    pod["metadata"]["name"] = "dcgm-7c9f5d8b4-x9z4q"
+    return pod
+
+
+def validating_webhook() -> Webhook:
+    docs = render(load_policy(POLICY_DIR))
+    (hook,) = next(d for d in docs if d["kind"] == "ValidatingWebhookConfiguration")["webhooks"]
+    return Webhook(hook)
+
+
+def test_attack_an_image_swap_of_a_granted_pod_is_sent_and_denied(client):
+    pod = granted_pod(client)
+    swapped = copy.deepcopy(pod)
+    swapped["spec"]["containers"][0]["image"] = "registry.example/miner:1"
+    assert validating_webhook().decide(swapped, operation="UPDATE", old=pod) == CALL  # the rendered conditions
+    for who in (MALLORY, controller("replicaset-controller")):
+        response = call(client, "validate", swapped, who, operation="UPDATE", old=pod)
+        assert denied_for_privileged(response) and "[exception" not in response["status"]["message"]
+    relabelled = copy.deepcopy(pod)  # an UPDATE that leaves what it runs alone keeps the grant
+    relabelled["metadata"]["labels"]["phase"] = "diagnosing"
+    assert call(client, "validate", relabelled, MALLORY, operation="UPDATE", old=pod)["allowed"] is True
+
+
+def test_attack_a_controller_created_pod_under_an_owner_of_the_wrong_kind(client):
+    pod = granted_pod(client)
+    for kind, name, api in (("ConfigMap", "dcgm-abc12", "v1"), ("Deployment", "dcgm", "apps/v1")):
+        forged = copy.deepcopy(pod)
+        forged["metadata"]["ownerReferences"] = [
+            {"apiVersion": api, "kind": kind, "name": name, "uid": "f-1", "controller": True}
+        ]
+        assert denied_for_privileged(call(client, "validate", forged, controller("replicaset-controller"))), kind

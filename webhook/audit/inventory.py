@@ -16,7 +16,9 @@ import orjson
 
 from webhook.audit import snapshot
 from webhook.audit.kube import Discovery, Kube, KubeError, Resource
+from webhook.audit.owners import Key, Owned, facts
 from webhook.check.context import ClusterObjects
+from webhook.engine.model.grants import GRANT_NAME, depth
 from webhook.policy.compiled import Policy
 
 DRA_GROUP = "resource.k8s.io"
@@ -76,10 +78,19 @@ class SnapshotInventory:
         self.namespace = namespace
         self.notes: list[str] = []
         self.listing = ""  # the file being read now, for the progress line
+        self.grant_carriers: list[tuple[Key, Owned]] = []  # objects other than pods that carry a grant
 
     def context(self, default_namespace: str) -> ClusterObjects:
+        """The context objects; and, read in the same pass, every object but a pod whose text names the grant
+        annotation (a snapshot may list pods before their owners: the audit needs the owners first)."""
         found = ClusterObjects(default_namespace, complete=True)
-        for item, obj in snapshot.context_objects(self.paths):
+        for item, obj in snapshot.objects(self.paths, keep=_context_or_grant):
+            if GRANT_NAME in item.text and isinstance(obj, dict) and obj.get("kind") != "Pod":
+                carrier = facts(obj)
+                if carrier is not None and in_namespace(obj, self.namespace):
+                    self.grant_carriers.append(carrier)
+                if not snapshot.may_be_context(item.text):
+                    continue
             problem = _add(found, obj)
             if problem:
                 raise snapshot.SnapshotError(f"{item.file}:{item.line}: {problem}")
@@ -110,6 +121,10 @@ class SnapshotInventory:
                     yield None
                 continue
             yield snapshot.Item(item.file, item.line, item.text)  # dedented once: only the text travels
+
+
+def _context_or_grant(text: str) -> bool:
+    return snapshot.may_be_context(text) or GRANT_NAME in text
 
 
 def _json(obj: dict[str, Any]) -> bytes | None:
@@ -163,7 +178,9 @@ class ClusterInventory:
         return found
 
     def workload_resources(self) -> list[Resource]:
-        """The kind table's kinds the cluster serves (Pods last); each unserved one gets a note."""
+        """The kind table's kinds the cluster serves, owners before what they create (a CronJob before its
+        Jobs, Pods last: the audit checks a carried grant's owner chain as it reads); each unserved one gets
+        a note."""
         out: list[Resource] = []
         for api_version, kind in self.policy.kinds:
             resource = self.discovery.find(api_version, kind)
@@ -171,7 +188,7 @@ class ClusterInventory:
                 self.notes.append(f"{api_version} {kind}: not served by this cluster, skipped")
                 continue
             out.append(resource)
-        out.sort(key=lambda r: r.kind == "Pod" and r.group == "")
+        out.sort(key=lambda r: (r.kind == "Pod" and r.group == "", depth(r.group, r.kind)))
         return out
 
     def objects(self, screen: Callable[[str], bool] | None = None) -> Iterator[dict[str, Any] | None]:

@@ -18,7 +18,7 @@ from webhook.audit.stored import as_admitted, controller_of, metadata
 from webhook.check.runner import Status, engine_failure, verdict
 from webhook.engine import Request, Stage, Violation, mutate, report, validate
 from webhook.engine.model.cluster import Cluster
-from webhook.engine.model.grants import GrantKeys
+from webhook.engine.model.grants import Grant, GrantKeys, controlling_owner
 from webhook.engine.model.requester import Requester
 from webhook.engine.model.workload import classify
 from webhook.policy.compiled import Policy
@@ -50,6 +50,9 @@ class Judged:
     placements: tuple[str, ...] = ()  # "template: pool P, class C, resources …" (--baseline only)
     skip: str = ""  # why a SKIPPED object was not judged: not-gpu, not-intercepted, mirror-pod
     change: Change | None = None  # --baseline: the verdict under the old policy and what changed
+    owner_ref: tuple[str, str, str, str] | None = None  # (group, kind, name, uid) of the controlling owner
+    carried: tuple[Grant, ...] = ()  # grants honoured as a controller's: believed once the chain is verified
+    ungranted: tuple[Status, tuple[Violation, ...]] | None = None  # the verdict if ``carried`` is not believed
 
     @property
     def label(self) -> str:
@@ -90,7 +93,7 @@ def judge(
     owner = controller_of(obj)
     out = Judged(
         api_version, kind, namespace, name, uid, Status.SKIPPED, owner=f"{owner[0]}/{owner[1]}" if owner else "",
-        skip=NOT_GPU,
+        skip=NOT_GPU, owner_ref=controlling_owner(metadata(obj)),
     )
     if classify(obj, policy) is None:
         return out
@@ -107,6 +110,10 @@ def judge(
         out.skip = ""
         out.status = verdict(decision)
         out.violations = decision.violations
+        if decision.carried_grants:  # believed only through an owner chain the audit verifies (webhook.audit.owners)
+            out.carried = tuple(decision.carried_grants)
+            plain = validate(policy, stored._replace(grant_keys=None))
+            out.ungranted = (verdict(plain), plain.violations)
         if mutation:
             out.placements = tuple(
                 f"{p.template or 'pod'}: class {p.class_name}, pool {p.pool}, "

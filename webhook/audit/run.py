@@ -2,7 +2,9 @@
 
 Nothing is kept per object except, for GPU-relevant controllers that are themselves owned (a
 ReplicaSet of a Deployment, a Job of a CronJob), who owns them: a pod is then reported as
-``Deployment/web (via ReplicaSet/web-5d8f)``. Objects in the namespaces the webhook configurations
+``Deployment/web (via ReplicaSet/web-5d8f)``; and, for every object that may own others, its uid and
+controlling owner, so that a grant a controller carried is believed only through an owner chain the
+audit read (:mod:`webhook.audit.owners`). Objects in the namespaces the webhook configurations
 exclude (``kube-system`` and the webhook's own) are counted, not judged: admission never sees them,
 so an audit that judged them would report what the webhook can never enforce. Mirror pods likewise.
 Namespace-level exemptions in the policy (``rules.<id>.exempt``) apply as at admission, since the
@@ -12,18 +14,19 @@ engine gets each namespace's real labels.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date
 from typing import Any
 
 from webhook.audit.baseline import compare
 from webhook.audit.inventory import Inventory
 from webhook.audit.judge import MIRROR_POD, NOT_GPU, NOT_INTERCEPTED, Judged, identity, judge
+from webhook.audit.owners import Owned, Owners
 from webhook.audit.screen import Screen, markers
 from webhook.audit.stored import controller_of, is_mirror_pod
 from webhook.check.runner import Status
 from webhook.engine.model.cluster import Cluster
-from webhook.engine.model.grants import GrantKeys
+from webhook.engine.model.grants import POD, GrantKeys, api_group
 from webhook.policy.compiled import Policy
 
 WEBHOOK_NAMESPACE = "gpu-admission"
@@ -39,6 +42,7 @@ class Audit:
     today: date | None = None  # exceptions apply as on this day (audit --date); None: none applies
     grant_keys: GrantKeys | None = None  # the webhook's grant keys (audit --grant-key): grants verify
     owners: dict[tuple[str, str, str], str] = field(default_factory=dict)
+    chain: Owners = field(default_factory=Owners)  # the objects read that may own others: uid, owner
     context_counts: dict[str, int] = field(default_factory=dict)
 
     def run(self, workers: int = 1) -> Iterator[Judged]:
@@ -46,6 +50,8 @@ class Audit:
         judges on that many processes (:func:`webhook.pool.ordered`): the same records in the same
         order, since who owns whom is still decided here, in order."""
         found = self.inventory.context(self.default_namespace)
+        for key, owned in getattr(self.inventory, "grant_carriers", ()):  # a snapshot's owners, read ahead
+            self.chain.add(key, owned)
         self.context_counts = found.counts()
         cluster = found.cluster()
         labels = found.namespaces
@@ -62,8 +68,35 @@ class Audit:
             yield self.one(obj, cluster, labels)
 
     def one(self, obj: dict[str, Any], cluster: Cluster, labels: dict[str, dict[str, str]]) -> Judged:
-        new = _Verdicts(self, cluster, labels).verdict(obj)
+        new = self._believed(_Verdicts(self, cluster, labels).verdict(obj))
         return new if new.status is Status.SKIPPED else self._owned(new, controller_of(obj))
+
+    def _believed(self, new: Judged) -> Judged:
+        """Record ``new`` as a possible owner, and judge it without the grants its controller carried unless
+        the chain they came by is one the audit read (:mod:`webhook.audit.owners`)."""
+        if new.kind and new.name and not (new.kind == "Pod" and not api_group(new.api_version)):
+            self.chain.add((new.namespace, api_group(new.api_version), new.kind, new.name),
+                           Owned(new.uid, new.owner_ref))  # fmt: skip
+        if not new.carried or new.ungranted is None:
+            return new
+        made = POD if new.kind == "Pod" and not api_group(new.api_version) else (api_group(new.api_version), new.kind)
+        refused = {
+            g.exception: why
+            for g in new.carried
+            if (why := self.chain.why_not(new.namespace, made, new.owner_ref, g)) is not None
+        }
+        if not refused:
+            return new
+        was = {v.rule: v.exception for v in new.violations if v.exception in refused}
+        new.status, plain = new.ungranted
+        new.violations = tuple(
+            replace(v, message=f"{v.message} [grant of exception {was[v.rule]} not honoured: {refused[was[v.rule]]}]")
+            if v.rule in was and not v.exception
+            else v
+            for v in plain
+        )
+        new.carried, new.ungranted = (), None
+        return new
 
     def _owned(self, new: Judged, owner: tuple[str, str] | None) -> Judged:
         """Name ``new``'s controller chain: the only state of the loop, so it stays in this process."""
@@ -100,6 +133,7 @@ class Audit:
                 yield Judged("", "", "", "", "", Status.SKIPPED, skip=NOT_GPU)
                 continue
             for new, owner in value:
+                new = self._believed(new)
                 yield new if new.status is Status.SKIPPED else self._owned(new, owner)
 
 

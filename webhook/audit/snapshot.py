@@ -264,14 +264,10 @@ def _source_chunks(source: Source) -> Iterator[Item]:
 _CONTEXT_WORDS = ("Namespace", "Node", "ResourceClaim", "DeviceClass", "ComputeDomain")
 
 
-def _may_be_context(text: str) -> bool:
+def may_be_context(text: str) -> bool:
+    """Whether an item may be a context object (Namespaces, Nodes, claim templates, claims, DeviceClasses), by a
+    text test first (a substring, then ``check``'s own regex): the first pass parses only those."""
     return any(w in text for w in _CONTEXT_WORDS) and mentions_context(text)
-
-
-def context_objects(paths: list[str]) -> Iterator[tuple[Item, Any]]:
-    """The items that may be context objects (Namespaces, Nodes, claim templates, claims, DeviceClasses),
-    by a text test first (a substring, then ``check``'s own regex): the first pass parses only those."""
-    return objects(paths, keep=_may_be_context)
 
 
 _STATUS = re.compile(r"^status:[^\n]*\n(?:[ \t#][^\n]*\n|\r?\n)*", re.M)

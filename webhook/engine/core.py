@@ -24,7 +24,7 @@ will be after mutation, at CREATE and UPDATE alike.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
@@ -41,6 +41,7 @@ from webhook.engine.model.decision import Action, Decision, Placement, Violation
 from webhook.engine.model.device_reach import exposed_pools, may_reach_a_pool
 from webhook.engine.model.devices import HAMI, MIG, SHARED, WHOLE
 from webhook.engine.model.intent import OPT_OUT, Intent, read_class, read_intent
+from webhook.engine.model.pod_content import content_digest
 from webhook.engine.model.pool_stack import families_on
 from webhook.engine.model.request import Request, Stage
 from webhook.engine.model.resolution import Failure, Resolution, resolve
@@ -240,6 +241,8 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
         mutations.mutate(ctx, patch)
     ctx.mutated = patch.doc
     past_deadline(deadline, "mutation")
+    if view is not None:
+        view = _with_contents(view, patch.doc, states, operation, old_object)
     emits_patch = operation == "CREATE" and kind.mutate
     grant_ops: tuple[dict[str, Any], ...] = ()
     if view is not None and grant_keys is not None and not validate and not view.is_pod:
@@ -271,7 +274,11 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
                 request._replace(obj=old_object, old_object=None, operation="UPDATE", namespace=str(ns)),
                 _VALIDATE,
             )
-            violations = _introduced(violations, before.violations, trace)
+            kept = before.violations
+            if view is not None and view.content_changed:  # what the old pod held through a grant is not kept
+                regranted = excepting.granted_rules(policy, old_object, labels, today=today, keys=grant_keys)
+                kept = tuple(v for v in kept if v.rule not in regranted)
+            violations = _introduced(violations, kept, trace)
     if trace is not None:
         trace.append(
             f"patch: {len(patch.ops)} operation(s)"
@@ -288,6 +295,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
         relevant=True,
         waste=_waste(ctx) if details else None,
         placements=_placements(states) if details else (),
+        carried_grants=ctx.excepted.carried,
     )
 
 
@@ -600,6 +608,23 @@ def _object_view(
     return excepting.ObjectView(kind, str(meta.get("name") or ""), namespace, meta, nodes, is_pod, group)
 
 
+def _with_contents(
+    view: excepting.ObjectView,
+    doc: dict[str, Any],
+    states: list[TemplateState],
+    operation: str,
+    old_object: Any,
+) -> excepting.ObjectView:
+    """``view`` with what each template's pods will run (after our mutation: a Deployment's pods are mutated
+    at their own CREATE as its template is here) and, for a pod UPDATE, whether the update changes it."""
+    if view.is_pod:
+        changed = (
+            operation == "UPDATE" and isinstance(old_object, dict) and content_digest(old_object) != content_digest(doc)
+        )
+        return replace(view, runs=(doc,), content_changed=changed)
+    return replace(view, runs=tuple({"spec": _template_at(doc, s.tpl).spec} for s in states if not s.tpl.virtual))
+
+
 def _grant_ops(
     ctx: Context,
     view: excepting.ObjectView,
@@ -619,7 +644,7 @@ def _grant_ops(
             if not s.tpl.virtual
             for t in (_template_at(patch.doc, s.tpl),)
         )
-        view = excepting.ObjectView(view.kind, view.name, view.namespace, view.meta, nodes, view.is_pod, view.group)
+        view = replace(view, templates=nodes)
     wanted = excepting.grant_values(
         ctx.policy, view, ctx.namespace_labels, requester=requester, today=today, keys=keys
     )

@@ -7,9 +7,12 @@ report line or a test assertion without translation loss.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from webhook.actions import Action
+
+if TYPE_CHECKING:
+    from webhook.engine.model.grants import Grant
 
 WARNING_LIMIT = 120
 """The apiserver advises warnings of at most 120 characters; longer ones may be truncated."""
@@ -102,6 +105,9 @@ class Decision:
     its cache lacked it can now look it up and evaluate again; other objects never need the lookup."""
     waste: WasteReport | None = None
     placements: tuple[Placement, ...] = ()
+    carried_grants: tuple[Grant, ...] = ()
+    """The exception grants honoured because a controller carried them to this object: an audit verifies them
+    against the owners it read before it believes them (``webhook.audit.owners``)."""
 
     @property
     def denials(self) -> tuple[Violation, ...]:

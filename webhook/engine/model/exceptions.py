@@ -13,15 +13,22 @@ The chain (docs/policy.md "Exceptions"):
    API group, kind and name, and a digest of the template's content.
 3. **At an object a controller creates from that template** (a ReplicaSet, a Job of a CronJob, the
    pods) the requester is the controller (``settings.controllers``), and the grant is honoured only
-   when its signature verifies, its namespace is the object's and the object's controlling owner is the
-   granted object (or, one level down, a child named ``<name>-<hash>``). On the granted object itself
-   a grant holds, whoever sends it, while the template still has the granted digest.
+   when its signature verifies, its namespace is the object's, the object is of a kind the granted
+   object's controller creates and its controlling owner is the granted object (or, for a pod, one level
+   down, a child of the kind the granted object creates, named ``<name>-<hash>``), and what it runs is
+   what the grant was issued for (each container the template names, with its image, privileged bits,
+   devices and toolkit variables; the pod's host paths and namespaces: ``pod_content.grant_content``).
+   On the granted object itself a grant holds, whoever sends it, while the template still has the
+   granted digest.
+4. **A pod UPDATE that changes what the pod runs** (an image, an ephemeral container) is judged as if no
+   grant were carried: the grant does not hold for the new pod, and a finding the old pod had only
+   through its grant is not the old pod's to keep (:func:`granted_rules`).
 
 A tenant cannot forge it: it has no key, so it cannot write a grant; a grant it copies names another
 object (its own objects' names differ, and names are unique per namespace and kind), or a template it
-has changed (digest); a pod it creates itself is judged by *its* identity, never by a grant, whatever
-service account or owner reference the pod names. The uid is left out on purpose: the mutating
-webhook sees a CREATE before the apiserver assigns one.
+has changed (digest), or a pod whose content it swapped; a pod it creates itself is judged by *its*
+identity, never by a grant, whatever service account or owner reference the pod names. The uid is left
+out on purpose: the mutating webhook sees a CREATE before the apiserver assigns one.
 """
 
 from __future__ import annotations
@@ -32,23 +39,25 @@ from datetime import date
 from typing import Any
 
 from webhook.engine.model.grants import (
+    COPIED_VERBATIM,
     GRANT_NAME,
     Grant,
     GrantKeys,
     api_group,
     grant_annotation,
     issue,
-    owner_matches,
+    owner_problem,
     read_grants,
     template_digest,
 )
+from webhook.engine.model.pod_content import grant_content, runs_granted
 from webhook.engine.model.requester import Requester
 from webhook.policy.compiled import Policy
 from webhook.policy.model import PolicyException
 
 __all__ = [
-    "GRANT_NAME", "GrantKeys", "Holding", "ObjectView", "Requester", "api_group", "grant_annotation",
-    "grant_values", "holding",
+    "GRANT_NAME", "Grant", "GrantKeys", "Holding", "ObjectView", "Requester", "api_group", "grant_annotation",
+    "grant_values", "granted_rules", "holding",
 ]  # fmt: skip
 
 
@@ -60,6 +69,9 @@ class Holding:
     by_rule: dict[str, str] = field(default_factory=dict)  # rule id -> exception name
     notes: dict[str, str] = field(default_factory=dict)  # rule id -> why an exception for it did not apply
     trace: tuple[str, ...] = ()
+    carried: tuple[Grant, ...] = ()
+    """The grants honoured because a controller carried them here: what an audit, which has no requester
+    to check, must verify against the owners it read (an owner reference is the object's own word)."""
 
 
 NONE = Holding()
@@ -87,6 +99,11 @@ class ObjectView:
     templates: tuple[tuple[tuple[str | int, ...], Mapping[str, Any]], ...]
     is_pod: bool
     group: str = ""  # the API group of its apiVersion ("" for the core group)
+    runs: tuple[Mapping[str, Any], ...] = ()  # per template: what its pods will run (after our mutation)
+    content_changed: bool = False  # a pod UPDATE that changes what the pod runs (old vs new content digest)
+
+    def run(self, index: int) -> Mapping[str, Any]:
+        return self.runs[index] if index < len(self.runs) else {}
 
 
 def applicable(policy: Policy, labels: dict[str, str], today: date | None) -> tuple[PolicyException, ...]:
@@ -116,12 +133,27 @@ def bound_here(grant: Grant, view: ObjectView, digest: str) -> bool:
     )  # fmt: skip
 
 
-def carried(grant: Grant, view: ObjectView) -> bool:
-    """The grant reached this object the way a controller copies a template: same namespace, and the
-    owner is the granted object (or its child). The content is not compared again: the granted object's
-    template was (it is bound to it), a pod is that template after every mutating admission step, and
-    a child's template is mutated by us (a CronJob's Job) before it is stored."""
-    return grant.namespace == view.namespace and owner_matches(view.meta, grant)
+def carried(grant: Grant, view: ObjectView, runs: Mapping[str, Any]) -> bool:
+    """The grant reached this object the way a controller copies a template (:func:`not_carried`)."""
+    return not_carried(grant, view, runs) is None
+
+
+def not_carried(grant: Grant, view: ObjectView, runs: Mapping[str, Any]) -> str | None:
+    """Why the grant did not reach this object the way a controller copies a template, or None: same
+    namespace, the object of a kind the granted object's controller creates, under the granted object (or
+    its child), and running what the grant was issued for (``runs``: this template, or the pod, as it will
+    run; :func:`runs_granted`. A v1 grant has no content to compare, and holds as before on what a
+    controller creates, but never across a pod UPDATE that changes what the pod runs)."""
+    if grant.namespace != view.namespace:
+        return f"it was issued in namespace {grant.namespace}"
+    if view.content_changed:
+        return "this UPDATE changes what the pod runs; re-create the pod from its owner instead"
+    problem = owner_problem(view.meta, grant, ("", "Pod") if view.is_pod else (view.group, view.kind))
+    if problem is not None:
+        return problem
+    if grant.content and not runs_granted(runs, grant.content):
+        return f"it does not run what the grant was issued for ({grant.kind}/{grant.name}'s pod template)"
+    return None
 
 
 def holding(
@@ -146,7 +178,13 @@ def holding(
     mine = direct(candidates, view, requester)
     needs_grant = keys is not None and judged_as_stored and not view.is_pod and bool(view.name)
     trusted = requester is not None and requester.username in policy.settings.controllers
-    granted = _granted(policy, view, keys, by_name, trusted, annotation) if keys is not None else {}
+    granted, refused = _granted(policy, view, keys, by_name, trusted, annotation) if keys is not None else ({}, {})
+    for name, why in sorted(refused.items()):
+        if name in granted or name in mine:
+            continue
+        trace.append(f"exception {name}: grant not honoured: {why}")
+        for rule_id in by_name[name].rules:
+            notes.setdefault(rule_id, f"grant of exception {name} not honoured: {why}")
     for name, ref in mine.items():
         if needs_grant and view.templates and granted.get(name) != "bound":
             # its controller would create pods without the grant, and they would be denied one by one
@@ -174,7 +212,35 @@ def holding(
         )
         for rule_id in by_name[name].rules:
             held.setdefault(rule_id, name)
-    return Holding(held, notes, tuple(trace))
+    carried_grants: list[Grant] = []
+    for name, how in sorted(granted.items()):
+        if how == "carried" and name not in mine:
+            carried_grants.extend(_carried_grants(view, keys, name, annotation))
+    return Holding(held, notes, tuple(trace), tuple(carried_grants))
+
+
+def _carried_grants(view: ObjectView, keys: GrantKeys | None, name: str, annotation: str) -> tuple[Grant, ...]:
+    """The grants of exception ``name`` the object's templates carry (one per template, deduplicated)."""
+    if keys is None:
+        return ()
+    out: list[Grant] = []
+    for _, node in view.templates:
+        for g in read_grants(keys, _annotations(node).get(annotation))[0]:
+            if g.exception == name and g not in out:
+                out.append(g)
+    return tuple(out)
+
+
+def granted_rules(
+    policy: Policy, old: Mapping[str, Any], labels: dict[str, str], *, today: date | None, keys: GrantKeys | None
+) -> frozenset[str]:
+    """The rules grants on a stored pod (``old``) cover: findings its UPDATE may not keep as "already true of
+    the old pod" once the UPDATE changes what the pod runs (the old pod had them only through its grant)."""
+    if keys is None:
+        return frozenset()
+    by_name = {e.name: e for e in applicable(policy, labels, today)}
+    grants, _ = read_grants(keys, _annotations(old).get(grant_annotation(policy)))
+    return frozenset(rule for g in grants if g.exception in by_name for rule in by_name[g.exception].rules)
 
 
 def _granted(
@@ -184,14 +250,17 @@ def _granted(
     by_name: dict[str, PolicyException],
     trusted: bool,
     annotation: str,
-) -> dict[str, str]:
+) -> tuple[dict[str, str], dict[str, str]]:
     """Exceptions every pod template of the object holds a good grant for: name -> ``bound`` (issued for
     this very object and template content; honoured whoever sends it, since only a subject's request
-    can have produced it) or ``carried`` (copied by a trusted controller from the granted owner)."""
+    can have produced it) or ``carried`` (copied by a trusted controller from the granted owner); and, for a
+    controller's request or a pod UPDATE that changes what it runs, why a grant that verifies was not
+    honoured (name -> why: the finding says so)."""
     if not view.templates:
-        return {}
+        return {}, {}
     per_template: list[dict[str, str]] = []
-    for _, node in view.templates:
+    refused: dict[str, str] = {}
+    for index, (_, node) in enumerate(view.templates):
         grants, _bad = read_grants(keys, _annotations(node).get(annotation))
         digest = None if view.is_pod or not grants else template_digest(node, annotation)
         found: dict[str, str] = {}
@@ -203,11 +272,16 @@ def _granted(
                 continue
             if digest is not None and bound_here(g, view, digest):
                 found[g.exception] = "bound"
-            elif trusted and carried(g, view):
+                continue
+            why = not_carried(g, view, view.run(index)) if trusted or view.content_changed else None
+            if trusted and why is None:
                 found.setdefault(g.exception, "carried")
+            elif why is not None:
+                refused.setdefault(g.exception, why)
         per_template.append(found)
     common = set.intersection(*(set(f) for f in per_template))
-    return {name: ("bound" if all(f[name] == "bound" for f in per_template) else "carried") for name in common}
+    found_all = {name: ("bound" if all(f[name] == "bound" for f in per_template) else "carried") for name in common}
+    return found_all, refused
 
 
 def _annotations(node: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -235,15 +309,18 @@ def grant_values(
     mine = direct(candidates, view, requester) if view.name else {}
     trusted = requester is not None and requester.username in policy.settings.controllers
     out: list[tuple[tuple[str | int, ...], str | None]] = []
-    for path, node in view.templates:
+    for index, (path, node) in enumerate(view.templates):
         digest = template_digest(node, annotation)
+        runs = view.run(index)
+        content = grant_content(runs, verbatim=(view.group, view.kind) in COPIED_VERBATIM) if runs else ""
         tokens: list[str] = []
         for name, ref in sorted(mine.items()):
-            tokens.append(issue(keys, Grant(name, ref, view.namespace, view.group, view.kind, view.name, digest)))
+            grant = Grant(name, ref, view.namespace, view.group, view.kind, view.name, digest, content)
+            tokens.append(issue(keys, grant))
         existing = _annotations(node).get(annotation)
         if existing is not None and not mine:
             grants, _ = read_grants(keys, existing)
-            keep = [g for g in grants if bound_here(g, view, digest) or (trusted and carried(g, view))]
+            keep = [g for g in grants if bound_here(g, view, digest) or (trusted and carried(g, view, runs))]
             tokens = [issue(keys, g) for g in keep]
         out.append((path, " ".join(tokens) if tokens else None))
     return out

@@ -1,9 +1,12 @@
 """Exception grants: the token the webhook writes on pod templates and verifies on what controllers create.
 
-A grant is ``v1.<payload>.<signature>``: the payload (JSON, base64url) names the exception, the subject it
-was issued to, the namespace, the granted object's API group, kind and name, and a digest of the pod
-template's content; the signature is HMAC-SHA256 under a key only the webhook holds (``GrantKeys``,
-passed in as data). Why and where they are honoured: :mod:`webhook.engine.model.exceptions`.
+A grant is ``v2.<payload>.<signature>``: the payload (JSON, base64url) names the exception, the subject it
+was issued to, the namespace, the granted object's API group, kind and name, a digest of the pod
+template (:func:`template_digest`: binds the granted object's own template) and a digest of what its pods
+run (:func:`webhook.engine.model.pod_content.grant_content`: binds the pods and the objects between);
+``v1`` grants (before the content digest) still verify and carry no content digest. The signature is
+HMAC-SHA256 under a key only the webhook holds (``GrantKeys``, passed in as data). Why and where they are
+honoured: :mod:`webhook.engine.model.exceptions`.
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ import orjson
 
 from webhook.policy.compiled import Policy
 
-GRANT_VERSION = "v1"
+GRANT_VERSION = "v2"
+LEGACY_VERSION = "v1"
+"""Grants issued before they carried the pods' content digest: read, honoured where a controller creates
+an object from the granted template (as before), never re-issued as they are."""
 GRANT_NAME = "exception-grant"
 """The annotation (under ``settings.prefix``) that carries grants on pod templates and pods."""
 
@@ -38,7 +44,7 @@ the same at the object's ``/mutate``, its ``/validate`` and its child's ``/valid
 
 _CHILD_SUFFIX = re.compile(r"^[a-z0-9]+$")
 MAX_TOKENS = 16
-MAX_TOKEN_BYTES = 2048
+MAX_TOKEN_BYTES = 8192  # a v2 grant names the template's containers (up to 63 characters each)
 """Bounds on what one annotation may make the webhook verify: a tenant can write any value there, and each
 token costs a base64 decode, a JSON parse and an HMAC."""
 
@@ -76,6 +82,46 @@ class Grant:
     kind: str
     name: str
     digest: str
+    content: str = ""  # what the pods run (content_digest); "" for a v1 grant
+
+
+CREATES: dict[tuple[str, str], frozenset[tuple[str, str]]] = {
+    ("apps", "Deployment"): frozenset({("apps", "ReplicaSet")}),
+    ("batch", "CronJob"): frozenset({("batch", "Job")}),
+    ("batch.volcano.sh", "CronJob"): frozenset({("batch.volcano.sh", "Job")}),
+    ("jobset.x-k8s.io", "JobSet"): frozenset({("batch", "Job")}),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): frozenset({("apps", "StatefulSet")}),
+    ("ray.io", "RayJob"): frozenset({("ray.io", "RayCluster"), ("batch", "Job")}),
+    ("ray.io", "RayService"): frozenset({("ray.io", "RayCluster")}),
+    ("kubeflow.org", "MPIJob"): frozenset({("", "Pod"), ("batch", "Job")}),  # workers, and the launcher's Job
+    ("trainer.kubeflow.org", "TrainJob"): frozenset({("jobset.x-k8s.io", "JobSet")}),
+}
+"""What each controller creates from its pod templates, as (API group, kind); a kind not listed (a Job, a
+StatefulSet, a DaemonSet, a ReplicaSet, the operator kinds of the kind table) creates its pods itself. A
+grant travels only along these edges: a pod owned by a ConfigMap, or by the granted Deployment itself,
+was not created the way the grant's object creates pods."""
+POD = ("", "Pod")
+
+
+COPIED_VERBATIM = frozenset(
+    {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "DaemonSet"), ("apps", "ReplicaSet"),
+     ("batch", "Job"), ("batch", "CronJob")}
+)  # fmt: skip
+"""Kinds whose controllers (kube-controller-manager's) copy the pod template into what they create as it is:
+their grants bind the containers' commands too (an operator's controller may rewrite those)."""
+
+
+def creates(group: str, kind: str) -> frozenset[tuple[str, str]]:
+    return CREATES.get((group, kind), frozenset({POD}))
+
+
+def depth(group: str, kind: str) -> int:
+    """How many controllers stand above an object of this kind at most (a CronJob 0, its Job 1, a pod 2 or
+    more): whoever reads objects to check who owns them reads the owners first in this order."""
+    if (group, kind) == POD:
+        return 1 + max((depth(*parent) for parent in CREATES), default=0)
+    parents = [parent for parent, made in CREATES.items() if (group, kind) in made]
+    return 1 + max(depth(*parent) for parent in parents) if parents else 0
 
 
 def _b64(raw: bytes) -> str:
@@ -106,10 +152,10 @@ def template_digest(template: Mapping[str, Any], annotation: str) -> str:
 
 
 def issue(keys: GrantKeys, grant: Grant) -> str:
-    payload = orjson.dumps(
-        [GRANT_VERSION, grant.exception, grant.by, grant.namespace, grant.group, grant.kind, grant.name, grant.digest]
-    )
-    return f"{GRANT_VERSION}.{_b64(payload)}.{keys.sign(payload)}"
+    fields = [grant.exception, grant.by, grant.namespace, grant.group, grant.kind, grant.name, grant.digest]
+    version = GRANT_VERSION if grant.content else LEGACY_VERSION  # a carried v1 grant is kept as it was
+    payload = orjson.dumps([version, *fields, *([grant.content] if grant.content else [])])
+    return f"{version}.{_b64(payload)}.{keys.sign(payload)}"
 
 
 def read_grants(keys: GrantKeys, value: object) -> tuple[list[Grant], int]:
@@ -136,12 +182,13 @@ def read_grants(keys: GrantKeys, value: object) -> tuple[list[Grant], int]:
         except (ValueError, orjson.JSONDecodeError):
             bad += 1
             continue
+        size = {GRANT_VERSION: 9, LEGACY_VERSION: 8}.get(version)
         if (
-            version != GRANT_VERSION
+            size is None
             or not keys.verify(payload, signature)
             or not isinstance(fields, list)
-            or len(fields) != 8
-            or fields[0] != GRANT_VERSION
+            or len(fields) != size
+            or fields[0] != version
             or not all(isinstance(f, str) for f in fields)
         ):
             bad += 1
@@ -155,22 +202,51 @@ def api_group(api_version: str) -> str:
     return api_version.rpartition("/")[0]
 
 
-def owner_matches(meta: Mapping[str, Any], grant: Grant) -> bool:
-    """The object's controlling owner is the granted object, or its child ``<name>-<hash>`` (the
-    ReplicaSet of a Deployment, the Job of a CronJob): the names controllers give what they create."""
+def controlling_owner(meta: Mapping[str, Any]) -> tuple[str, str, str, str] | None:
+    """(API group, kind, name, uid) of the one ``controller: true`` owner reference (None: none, or several)."""
     refs = meta.get("ownerReferences")
     if not isinstance(refs, list):
-        return False
+        return None
     owners = [r for r in refs if isinstance(r, dict) and r.get("controller") is True]
     if len(owners) != 1:
-        return False
-    kind, name, api = owners[0].get("kind"), owners[0].get("name"), owners[0].get("apiVersion")
+        return None
+    kind, name, api, uid = (owners[0].get(k) for k in ("kind", "name", "apiVersion", "uid"))
     if not isinstance(name, str) or not isinstance(kind, str) or not isinstance(api, str):
-        return False
-    if kind == grant.kind:
-        return name == grant.name and api_group(api) == grant.group  # a Volcano Job is not a batch Job
+        return None
+    return api_group(api), kind, name, uid if isinstance(uid, str) else ""
+
+
+def owner_matches(meta: Mapping[str, Any], grant: Grant, made: tuple[str, str]) -> bool:
+    """The object (``made``: its API group and kind) was created the way the granted object's controller
+    creates what it creates: :func:`owner_problem` finds nothing wrong."""
+    return owner_problem(meta, grant, made) is None
+
+
+def owner_problem(meta: Mapping[str, Any], grant: Grant, made: tuple[str, str]) -> str | None:
+    """Why the object (``made``: its API group and kind) was not created the way the granted object's
+    controller creates what it creates, or None: its controlling owner must be the granted object, of a kind
+    that creates ``made`` (a Deployment's ReplicaSet, a Job's pods); or, for a pod, a child of a kind the
+    granted kind creates, named ``<name>-<suffix>`` as controllers name them, whose kind creates pods (the
+    pods of a Deployment's ReplicaSet, of a CronJob's Job). A Volcano Job is not a batch Job: the group
+    counts."""
+    owner = controlling_owner(meta)
+    granted = f"{grant.kind}/{grant.name}"
+    if owner is None:
+        return "it has no controlling owner (or several)"
+    group, kind, name, _ = owner
+    children = creates(grant.group, grant.kind)
+    if (group, kind) == (grant.group, grant.kind):
+        if name != grant.name:
+            return f"its owner {kind}/{name} is not {granted}"
+        if made not in children:
+            return f"{grant.kind} does not create {made[1]}s itself; its owner {kind}/{name} cannot have created it"
+        return None
     prefix = grant.name + "-"
-    return name.startswith(prefix) and bool(_CHILD_SUFFIX.match(name[len(prefix) :]))
+    if made != POD or (group, kind) not in children or POD not in creates(group, kind):
+        return f"its owner {kind}/{name} is not of a kind {granted} creates"
+    if not (name.startswith(prefix) and _CHILD_SUFFIX.match(name[len(prefix) :])):
+        return f"its owner {kind}/{name} is not named as {granted}'s controller names what it creates"
+    return None
 
 
 def grant_annotation(policy: Policy) -> str:
