@@ -28,6 +28,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "external": {"tls": {"mode": "external", "external": {"caBundle": "Y2E="}}},
     "url": {"webhook": {"clientConfig": {"mode": "url", "url": "https://127.0.0.1:8443"}},
             "tls": {"mode": "external", "external": {"caBundle": "Y2E="}}},
+    "external-webhook": {"webhook": {"deploy": False, "clientConfig": {"mode": "url", "url": "https://10.0.0.9:8443"}},
+                         "tls": {"mode": "external", "external": {"caBundle": "Y2E="}}},
     "existing-policy-configmap": {"policy": {"existingConfigMap": "platform-gpu-policy"}},
     "in-tree": {"inTree": {"enabled": True}},
     "in-tree-fail-closed": {"inTree": {"enabled": True, "availability": "webhook"}},
@@ -106,6 +108,7 @@ def test_strict_validation_is_live(helm: Helm):
         ({"webhook": {"clientConfig": {"mode": "url", "url": "http://10.0.0.1:8443"}}}, "webhook.clientConfig.url"),
         ({"tls": {"mode": "external"}}, "tls"),
         ({"inTree": {"mutating": "yes"}}, "inTree.mutating"),
+        ({"webhook": {"deploy": False}}, "webhook.clientConfig.mode"),
         ({"networkPolicy": {"controlPlaneCIDRs": ["10.0.0.0"]}}, "networkPolicy.controlPlaneCIDRs"),
     ],
 )
@@ -226,6 +229,12 @@ def test_url_client_config_with_the_given_ca_bundle(helm: Helm):
         "mutate.gpu-admission.io": {"url": "https://127.0.0.1:8443/mutate", "caBundle": "Y2E="},
         "validate.gpu-admission.io": {"url": "https://127.0.0.1:8443/validate", "caBundle": "Y2E="},
     }
+
+
+def test_an_external_webhook_installs_no_workload(helm: Helm):
+    docs = kinds(helm.template(VARIANTS["external-webhook"]))
+    assert not {"Deployment", "Service", "PodDisruptionBudget", "ResourceQuota", "NetworkPolicy"} & set(docs)
+    assert {"ConfigMap", "ClusterRole", "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration"} <= set(docs)
 
 
 def test_the_release_namespace_reaches_every_namespaced_reference(helm: Helm):
