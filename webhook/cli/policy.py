@@ -396,6 +396,25 @@ def run_schema(args: argparse.Namespace) -> int:
 # --- render ------------------------------------------------------------------------------------------
 
 
+def _options_the_chart_takes(args: argparse.Namespace) -> list[str]:
+    """Render options given with ``--chart``/``--helm-values``, each with the chart value that replaces it:
+    refused rather than dropped, so nobody believes a NetworkPolicy narrowed that the chart left open."""
+    given = [
+        (bool(args.control_plane_cidr), "--control-plane-cidr: set networkPolicy.controlPlaneCIDRs"),
+        (args.webhook_namespace != "gpu-admission", "--webhook-namespace: the release namespace (helm -n NS)"),
+        (args.monitoring_namespace != "monitoring", "--monitoring-namespace: set networkPolicy.monitoringNamespace"),
+        (args.in_tree, "--in-tree: set inTree.enabled"),
+        (args.kube_version is not None, "--kube-version: inTree.mutating (auto follows the cluster)"),
+        (args.mutating is not None, "--mutating/--no-mutating: set inTree.mutating"),
+        (args.availability is not None, "--availability: set inTree.availability"),
+        (bool(args.namespaces or args.context), "--namespaces/--cluster-objects: apply `policy render --namespaces` "
+         "output next to the release"),
+        (args.explain, "--explain: run it without --chart"),
+        (args.output != "yaml", "-o: the bundle has one format"),
+    ]  # fmt: skip
+    return [text for on, text in given if on]
+
+
 def _render_helm(policy: Any, files: tuple[tuple[str, str], ...], chart: str | None) -> int:
     """``--chart DIR``: write the chart's bundle; ``--helm-values``: print it as a values file."""
     from webhook.render.chart import BUNDLE_PATH, bundle, bundle_text
@@ -448,6 +467,13 @@ def run_render(args: argparse.Namespace) -> int:
         )
         return EXIT_UNUSABLE
     directory = args.dir or args.policy_dir or default_policy_dir()
+    if (args.chart is not None or args.helm_values) and (refused := _options_the_chart_takes(args)):
+        print(
+            f"gpu-admission: --chart/--helm-values render the policy-dependent objects only; the chart takes "
+            f"the rest from its values, so these options would be ignored: {'; '.join(refused)}",
+            file=err,
+        )
+        return EXIT_UNUSABLE
     for cidr in args.control_plane_cidr:
         try:
             ipaddress.ip_network(cidr, strict=False)
