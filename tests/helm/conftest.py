@@ -15,6 +15,7 @@ the repository's own bundle against ``policies/``).
 from __future__ import annotations
 
 import atexit
+import copy
 import fcntl
 import json
 import os
@@ -95,11 +96,10 @@ class Helm:
         )
 
     def template(self, values: dict[str, Any] | None = None, *extra: str) -> list[dict[str, Any]]:
-        """``helm template`` of the chart in namespace gpu-admission; the objects, or the test fails with stderr."""
-        proc = self.template_proc(values, *extra)
-        if proc.returncode != 0:
-            raise AssertionError(f"helm template failed:\n{proc.stderr}")
-        return [d for d in yaml.safe_load_all(proc.stdout) if d]
+        """``helm template`` of the chart in namespace gpu-admission; the objects, or the test fails with stderr.
+        One render per distinct input for the session (a fresh copy each call): the chart's output depends on
+        nothing else, generated certificates aside."""
+        return copy.deepcopy(list(_template(self, json.dumps(values or {}, sort_keys=True), extra)))
 
     def template_proc(self, values: dict[str, Any] | None = None, *extra: str) -> subprocess.CompletedProcess[str]:
         args = ["template", "gpu-admission", str(self.chart), "--namespace", NAMESPACE, *extra]
@@ -109,6 +109,14 @@ class Helm:
             path.write_text(json.dumps(values), encoding="utf-8")
             args += ["-f", str(path)]
         return self.run(*args)
+
+
+@cache
+def _template(helm: Helm, values: str, extra: tuple[str, ...]) -> tuple[dict[str, Any], ...]:
+    proc = helm.template_proc(json.loads(values), *extra)
+    if proc.returncode != 0:
+        raise AssertionError(f"helm template failed:\n{proc.stderr}")
+    return tuple(d for d in yaml.safe_load_all(proc.stdout) if d)
 
 
 @cache
