@@ -10,6 +10,7 @@ import shutil
 import tomllib
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.conftest import ROOT
@@ -87,3 +88,16 @@ def test_helm_package_is_reproducible(helm: Helm, tmp_path):
         os.utime(path, (1_000_000_000, 1_000_000_000))
     epoch = "1767225600"
     assert _package(helm, first, tmp_path / "out-a", epoch) == _package(helm, second, tmp_path / "out-b", epoch)
+
+
+def test_without_go_the_tier_skips_with_the_reason_and_fails_under_ci(monkeypatch, tmp_path):
+    from tests.helm import conftest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # no cached binary
+    monkeypatch.setattr(conftest.shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="go is not installed"):
+        conftest.build_helm()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="the Helm tier cannot run under CI: go is not installed"):
+        conftest.build_helm()
