@@ -21,9 +21,12 @@ import yaml
 from tests.conftest import DEFAULT_POLICY_DIR, RENDERED, ROOT, USER_POLICIES
 from tests.deploy.conftest import render_in_tree, render_policy
 from webhook.policy.schema import render_schema
+from webhook.render.chart import BUNDLE_PATH, bundle, bundle_text
 
 
-def user_policy_problems(cli, policy_dir: Path, rendered: Path, in_tree: Path | None = None) -> list[str]:
+def user_policy_problems(
+    cli, policy_dir: Path, rendered: Path, in_tree: Path | None = None, chart: Path | None = None
+) -> list[str]:
     """What is wrong with a platform team's policy directory and its rendered manifest, each with the
     command that fixes it (an empty list: CI stays green)."""
     problems = []
@@ -41,11 +44,44 @@ def user_policy_problems(cli, policy_dir: Path, rendered: Path, in_tree: Path | 
         problems.append(f"{rendered} is stale: gpu-admission policy render {policy_dir} > {rendered}")
     if in_tree is not None and in_tree.read_text(encoding="utf-8") != render_in_tree(policy_dir):
         problems.append(f"{in_tree} is stale: gpu-admission policy render --in-tree {policy_dir} > {in_tree}")
+    if chart is not None and _chart_bundle(chart) != render_chart_bundle(policy_dir):
+        problems.append(f"{chart / BUNDLE_PATH} is stale: gpu-admission policy render --chart {chart} {policy_dir}")
     return problems
 
 
+def _chart_bundle(chart: Path) -> str | None:
+    path = chart / BUNDLE_PATH
+    return path.read_text(encoding="utf-8") if path.is_file() else None
+
+
+def render_chart_bundle(policy_dir: Path) -> str:
+    """What ``gpu-admission policy render --chart CHART DIR`` writes to the chart's bundle."""
+    from webhook.policy import load_policy
+    from webhook.policy.loader import policy_files
+
+    files = tuple((p.name, p.read_text(encoding="utf-8")) for p in policy_files(policy_dir))
+    return bundle_text(bundle(load_policy(policy_dir), files))
+
+
 def test_the_repositorys_policy_is_linted_tested_and_rendered(cli):
-    assert user_policy_problems(cli, USER_POLICIES, RENDERED, ROOT / "manifests" / "in-tree" / "rendered.yaml") == []
+    in_tree = ROOT / "manifests" / "in-tree" / "rendered.yaml"
+    assert user_policy_problems(cli, USER_POLICIES, RENDERED, in_tree, ROOT / "charts" / "gpu-admission") == []
+
+
+def test_a_chart_bundle_that_drifted_from_the_policy_is_reported_with_the_command(cli, tmp_path):
+    policy, chart = tmp_path / "policies", tmp_path / "chart"
+    shutil.copytree(DEFAULT_POLICY_DIR, policy)
+    (chart / "files").mkdir(parents=True)
+    (chart / "Chart.yaml").write_text("apiVersion: v2\nname: gpu-admission\nversion: 0.1.0\n", encoding="utf-8")
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(render_policy(policy), encoding="utf-8")
+    assert cli("policy", "render", "--chart", chart, policy).code == 0
+    assert user_policy_problems(cli, policy, rendered, chart=chart) == []
+    default = policy / "default.yaml"
+    default.write_text(default.read_text(encoding="utf-8").replace("value: 100000", "value: 100001"), encoding="utf-8")
+    rendered.write_text(render_policy(policy), encoding="utf-8")
+    (problem,) = user_policy_problems(cli, policy, rendered, chart=chart)
+    assert problem == f"{chart / BUNDLE_PATH} is stale: gpu-admission policy render --chart {chart} {policy}"
 
 
 def test_a_stale_render_is_reported_with_the_command_that_fixes_it(cli, tmp_path):
