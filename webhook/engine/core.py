@@ -45,6 +45,7 @@ from webhook.engine.model.pool_stack import families_on
 from webhook.engine.model.request import Request, Stage
 from webhook.engine.model.resolution import Failure, Resolution, resolve
 from webhook.engine.model.workload import Template, classify, dotted, projected, templates
+from webhook.engine.model.written_count import with_written_count
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.rules import RULES, effective_action
 from webhook.engine.rules.registry import POD
@@ -389,7 +390,9 @@ def _read_templates(
         )
         found = read_class(policy, source, tpl)
         if found is not None and found[0] != OPT_OUT:
-            state.intent = read_intent(policy, source, tpl, found[0], found[1])
+            state.intent = with_written_count(
+                policy, tpl, state.resources, read_intent(policy, source, tpl, found[0], found[1])
+            )
         elif found is None and state.resources.has_gpu:
             state.intent = _adopt(policy, obj, tpl, state.resources, state.targeted_pools)
         out.append(state)

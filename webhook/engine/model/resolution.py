@@ -104,6 +104,8 @@ def resolve(
             f"namespace {namespace!r} is not entitled to class {intent.class_name!r} (entitled: {allowed}); "
             + _how_to_grant(policy, intent.class_name),
         )
+    if intent.conflict is not None:
+        return Failure("intent-invalid", *intent.conflict)
     isolation = intent.isolation or cls.isolation.default
     if intent.isolation is not None and intent.isolation not in cls.isolation.permitted:
         return Failure(
