@@ -636,7 +636,10 @@ def _sharing_schedulers(policy: Policy) -> Iterator[Warning_]:
             if needed is None:
                 continue
             if scheduler is None:
-                continue  # the engine sets a setsScheduler stack's scheduler; HAMi's webhook sets its own
+                # nothing to warn about by construction: the engine sets a setsScheduler stack's scheduler,
+                # and /validate admits the scheduler a stack's own webhook writes on a pod that has the
+                # default one (sharing_stacks.yaml `webhook`: HAMi's hami-scheduler)
+                continue
             if scheduler != needed:
                 yield Warning_(
                     "sharing-scheduler",

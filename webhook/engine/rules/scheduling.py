@@ -14,6 +14,10 @@ What is allowed:
   backend sets (``volcano`` by default for Volcano), ``volcano`` on Volcano vGPU pools, the
   schedulers the object's own kind sets (a Volcano Job), the class's ``allowedPriorityClasses`` /
   ``allowedSchedulers``, and the default scheduler unless the class names another;
+- any GPU pod: the scheduler a sharing stack's own webhook writes (HAMi's ``hami-scheduler``), exactly
+  where it writes it: the policy has a pool of that stack (its webhook runs), the pod holds one of the
+  stack's resources, and nothing else set a scheduler (no class, gang or stack scheduler; that webhook
+  leaves a pod naming another scheduler alone). ``/validate`` judges the pod as stored after it;
 - a raw GPU request (no class): the entitlement's ``allowedPriorityClasses`` / ``allowedSchedulers``.
   With no list it may set no priority class (the cluster's unnamed default applies) and only the
   default scheduler, plus the schedulers its kind sets and ``volcano`` for Volcano vGPU / GPU-share
@@ -35,7 +39,7 @@ from webhook.engine.rules.registry import rule
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind, GangValue, Wild
 from webhook.policy.model import Entitlement, GangBackend, WorkloadClass
-from webhook.policy.stacks import stack, stacks
+from webhook.policy.stacks import stack, stacks, webhook_schedulers
 
 SYSTEM_CRITICAL = frozenset({"system-node-critical", "system-cluster-critical"})
 VOLCANO_GPU_SHARE = "volcano.sh/gpu-"
@@ -55,6 +59,32 @@ def _stack_schedulers(state: TemplateState) -> tuple[str, ...]:
                 found.append(only[key])
             elif key.startswith(VOLCANO_GPU_SHARE):
                 found.append("volcano")
+    return tuple(dict.fromkeys(found))
+
+
+def _policy_webhook_schedulers(policy: Policy) -> dict[str, str]:
+    """Resource -> scheduler that a sharing stack's own webhook writes, for the stacks the policy's pools
+    use (sharing_stacks.yaml ``webhook.scheduler``): those webhooks run in the cluster."""
+    used = frozenset(str(p.spec.sharing.provider) for p in policy.pools.values() if p.spec.sharing is not None)
+    return webhook_schedulers(used)
+
+
+def _webhook_schedulers(policy: Policy, state: TemplateState, allowed: Allowed) -> tuple[str, ...]:
+    """The schedulers another stack's webhook wrote on this pod before ``/validate``, exactly where it
+    writes them: the pod holds one of that stack's resources, and would otherwise keep the default
+    scheduler (no class scheduler, no gang scheduler, no stack scheduler our mutation sets). A pod whose
+    class sends it elsewhere is left alone by that webhook, so its scheduler there is the user's."""
+    if allowed.required is not None:
+        return ()
+    table = policy.recall(("stack-webhook-schedulers",), lambda: _policy_webhook_schedulers(policy))
+    if not table:
+        return ()
+    cls = policy.classes.get(state.class_name) if state.class_name is not None else None
+    if cls is not None and _gang_scheduler(cls):
+        return ()
+    if state.resolution is not None and state.resolution.scheduler:
+        return ()
+    found = [table[key] for c in state.judged.containers for key in c.families if key in table]
     return tuple(dict.fromkeys(found))
 
 
@@ -239,7 +269,7 @@ def scheduling_not_allowed(ctx: Context) -> Iterable[Finding]:
         # absent: the apiserver defaults it (or the object's own is inherited); the Volcano-only
         # devices widen what is allowed, so they are looked at only when the kind's list is not enough
         if isinstance(scheduler, str) and not allowed.scheduler_ok(scheduler, kind_schedulers):
-            extra = (*kind_schedulers, *_stack_schedulers(state))
+            extra = (*kind_schedulers, *_stack_schedulers(state), *_webhook_schedulers(ctx.policy, state, allowed))
             found = _scheduler_finding(ctx, allowed, scheduler, view.dotted("spec", "schedulerName"), cname, extra)
             if found is not None:
                 yield found
