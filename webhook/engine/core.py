@@ -390,9 +390,7 @@ def _read_templates(
         )
         found = read_class(policy, source, tpl)
         if found is not None and found[0] != OPT_OUT:
-            state.intent = with_written_count(
-                policy, tpl, state.resources, read_intent(policy, source, tpl, found[0], found[1])
-            )
+            state.intent = read_intent(policy, source, tpl, found[0], found[1])
         elif found is None and state.resources.has_gpu:
             state.intent = _adopt(policy, obj, tpl, state.resources, state.targeted_pools)
         out.append(state)
@@ -476,6 +474,8 @@ def _resolve_all(ctx: Context) -> None:
         intent = state.intent
         if intent is None:
             continue
+        # the GPU count the object already writes is its intent (judged, never silently rewritten)
+        intent = state.intent = with_written_count(policy, state.tpl, state.resources, intent, ctx.entitlement)
         for path, message in intent.errors:
             ctx.findings.append(Finding("intent-invalid", path, message, intent.class_name))
         if ctx.trace is None:  # the explanation is built only when asked for (it costs like a rule)

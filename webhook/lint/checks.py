@@ -42,6 +42,8 @@ WARNING_CODES: dict[str, str] = {
     "unreachable-class": "no namespace rule that can match grants the class: every request for it is denied",
     "shadowed-namespace-rule": "an earlier spec.namespaces rule matches every namespace this one matches (first wins)",
     "entitlement-without-pool": "a namespace rule grants a class but its `pools` exclude every pool of the class",
+    "entitlement-default-unserved": "a namespace rule's `pools` leave a class no pool that serves the isolation "
+    "its pods get by default: every pod of the class there that names no isolation is denied",
     "unused-pool": "no class lists the pool: nothing can be placed on it",
     "isolation-unserved": "a class's default or allowed isolation is served by none of its pools",
     "sharing-scheduler": "the class sends pods to a scheduler the pool's sharing stack does not work with "
@@ -312,6 +314,7 @@ def policy_warnings(
         _unreachable_classes,
         _shadowed_namespace_rules,
         _entitlement_pools,
+        _entitlement_default_unserved,
         _unused_pools,
         _isolation_unserved,
         _sharing_schedulers,
@@ -567,6 +570,35 @@ def _entitlement_pools(policy: Policy) -> Iterator[Warning_]:
                 f"{_ns_label(policy, i)} grants class {cname!r} but its pools {list(ent.pools)} exclude "
                 f"every pool of the class ({', '.join(cls.pools)}): the grant can never be used",
                 f"add one of {', '.join(cls.pools)} to the rule's pools, or drop the class from it",
+            )
+
+
+def _entitlement_default_unserved(policy: Policy) -> Iterator[Warning_]:
+    """A rule whose pools serve a class, but not the isolation its pods get when they name none (the rule's
+    ``defaultIsolation``, else the class default): lint was clean and every such pod was denied there."""
+    for i, ent in enumerate(policy.namespaces):
+        if ent.pools is None:
+            continue
+        for k, cname in enumerate(ent.classes):
+            cls = policy.classes.get(cname)
+            if cls is None:
+                continue
+            left = [policy.pools[p] for p in cls.pools if p in ent.pools and p in policy.pools]
+            if not left:
+                continue  # entitlement-without-pool says so
+            default = ent.default_isolation.get(cname, cls.isolation.default)
+            if any(default in p.isolation for p in left):
+                continue
+            served = [iso for p in left for iso in p.isolation if iso in cls.isolation.permitted]
+            names = ", ".join(p.name for p in left)
+            yield Warning_(
+                "entitlement-default-unserved",
+                ("namespaces", i, "defaultIsolation", cname) if cname in ent.default_isolation
+                else ("namespaces", i, "classes", k),
+                f"{_ns_label(policy, i)} leaves class {cname!r} only pools {names}, none of which serves its "
+                f"default isolation {default.value!r}: every pod of the class there that names no isolation is denied",
+                f"set defaultIsolation: {{{cname}: {served[0].value}}} on the rule" if served
+                else f"add a pool of class {cname!r} that serves {default.value!r} to the rule's pools",
             )
 
 

@@ -21,7 +21,7 @@ from webhook.engine.model.devices import PodResources, plain_count
 from webhook.engine.model.intent import MAX_INTEGER_DIGITS, Intent
 from webhook.engine.model.workload import Template
 from webhook.policy.compiled import Policy
-from webhook.policy.model import Isolation
+from webhook.policy.model import Entitlement, Isolation
 from webhook.policy.stacks import WHOLE_GPU
 
 
@@ -37,7 +37,9 @@ def _target(tpl: Template, resources: PodResources, container: str | None) -> tu
     return None
 
 
-def with_written_count(policy: Policy, tpl: Template, resources: PodResources, intent: Intent) -> Intent:
+def with_written_count(
+    policy: Policy, tpl: Template, resources: PodResources, intent: Intent, entitlement: Entitlement | None
+) -> Intent:
     """``intent`` with the GPU container's written ``nvidia.com/gpu`` count as its ``gpus``, or with the
     conflict when the count cannot be the intent: a ``gpus`` annotation that says another number, or
     several whole GPUs on a class whose pods get one MIG device or slice. Raw requests adopted into a
@@ -67,7 +69,8 @@ def with_written_count(policy: Policy, tpl: Template, resources: PodResources, i
                 "or remove the annotation (the count here is then the intent), or make them equal",
             )
         )
-    isolation = intent.isolation or cls.isolation.default
+    ruled = entitlement.default_isolation.get(intent.class_name) if entitlement is not None else None
+    isolation = intent.isolation or ruled or cls.isolation.default
     if isolation is Isolation.EXCLUSIVE:
         return intent._replace(gpus=count, gpus_set=True, paths=(*intent.paths, (key, path)))
     if count == 1:
@@ -82,7 +85,7 @@ def with_written_count(policy: Policy, tpl: Template, resources: PodResources, i
         conflict=(
             path,
             f"{WHOLE_GPU}: {raw} asks for {count} whole GPUs, but class {intent.class_name!r} gives its pods "
-            f"isolation {isolation.value} ({'intent' if intent.isolation is not None else 'class default'}), "
+            f"isolation {isolation.value} ({'intent' if intent.isolation is not None else 'by default'}), "
             f"one {'MIG device' if isolation is Isolation.MIG else 'shared slice'} per pod; {fix}",
         )
     )
