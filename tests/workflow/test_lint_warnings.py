@@ -596,4 +596,4 @@ def test_a_policy_with_exceptions_needs_a_render(cli, tmp_path):
 
     run = cli("policy", "lint", POLICY_DIR)
     (line,) = [x for x in run.out.splitlines() if "[render-needed]" in x]
-    assert line.startswith(f"{POLICY_DIR / 'exceptions.yaml'}:5:") and "the policy has exceptions" in line
+    assert line.startswith(f"{POLICY_DIR / 'exceptions.yaml'}:6:") and "the policy has exceptions" in line
