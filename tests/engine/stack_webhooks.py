@@ -50,3 +50,31 @@ def hami_webhook(pod: dict[str, Any], runtime_class: str | None = "hami-runtime"
         if spec.get("schedulerName") in (None, "", "default-scheduler"):
             spec["schedulerName"] = "hami-scheduler"
     return out
+
+
+def kueue_pod_webhook(pod: dict[str, Any]) -> dict[str, Any]:
+    """Kueue's Pod webhook on a pod with a queue label (``pkg/controller/jobs/pod``): the managed label and
+    the admission scheduling gate, removed when the Workload is admitted."""
+    out = copy.deepcopy(pod)
+    labels = out["metadata"].setdefault("labels", {})
+    if "kueue.x-k8s.io/queue-name" in labels:
+        labels["kueue.x-k8s.io/managed"] = "true"
+        out["spec"].setdefault("schedulingGates", []).append({"name": "kueue.x-k8s.io/admission"})
+    return out
+
+
+def volcano_job_webhook(job: dict[str, Any]) -> dict[str, Any]:
+    """Volcano's Job mutating webhook at CREATE (``jobs/mutate/mutate_job.go``): queue ``default``, the
+    first configured scheduler, ``maxRetry`` 3, each task's ``minAvailable`` (its replicas) and
+    ``maxRetry``, and the Job's ``minAvailable`` as their sum when unset."""
+    out = copy.deepcopy(job)
+    spec = out["spec"]
+    spec.setdefault("queue", "default")
+    spec.setdefault("schedulerName", "volcano")
+    spec.setdefault("maxRetry", 3)
+    for task in spec.get("tasks") or []:
+        task.setdefault("minAvailable", task.get("replicas", 0))
+        task.setdefault("maxRetry", 3)
+    if not spec.get("minAvailable"):
+        spec["minAvailable"] = sum(t["minAvailable"] for t in spec.get("tasks") or [])
+    return out

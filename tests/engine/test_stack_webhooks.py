@@ -128,3 +128,28 @@ def test_lint_is_quiet_about_hamis_scheduler_because_validate_admits_it():
                              "hami: {pools: [hami], isolation: {default: shared}, schedulerName: my-sched}")
     loud = policy_warnings(load_policy_texts([("p.yaml", loud_text)]))
     assert [w for w in loud if w.code == "sharing-scheduler" and "hami-scheduler" in w.message]
+
+
+def test_a_kueue_pod_is_admitted_as_stored_after_kueues_webhook(providers):
+    """Kueue's Pod webhook adds its managed label and admission gate: nothing a rule judges."""
+    from tests.engine.stack_webhooks import kueue_pod_webhook
+
+    obj = pod(intent("kueue-train", gpus=8), [container()])
+    done = mutate(providers, Request(copy.deepcopy(obj), namespace="team"))
+    final = kueue_pod_webhook(jsonpatch.apply_patch(obj, list(done.patch)))
+    assert final["metadata"]["labels"]["kueue.x-k8s.io/managed"] == "true"
+    d = _validate(providers, final)
+    assert d.allowed, [v.render() for v in d.violations]
+
+
+def test_a_volcano_job_is_admitted_as_stored_after_volcanos_webhook(policy):
+    """Volcano's Job webhook defaults queue, scheduler, retries and minAvailable: the gang stays whole."""
+    from tests.conftest import TRAINING_NS
+    from tests.engine.helpers import vcjob
+    from tests.engine.stack_webhooks import volcano_job_webhook
+
+    job = vcjob(intent("training", gpus=8))
+    done = mutate(policy, Request(copy.deepcopy(job), namespace="team", namespace_labels=TRAINING_NS))
+    final = volcano_job_webhook(jsonpatch.apply_patch(job, list(done.patch)))
+    d = report(policy, Request(final, namespace="team", namespace_labels=TRAINING_NS, stage=Stage.STORED))
+    assert d.allowed, [v.render() for v in d.violations]
