@@ -153,3 +153,35 @@ def test_a_volcano_job_is_admitted_as_stored_after_volcanos_webhook(policy):
     final = volcano_job_webhook(jsonpatch.apply_patch(job, list(done.patch)))
     d = report(policy, Request(final, namespace="team", namespace_labels=TRAINING_NS, stage=Stage.STORED))
     assert d.allowed, [v.render() for v in d.violations]
+
+
+def _gang_on_hami():
+    text = PROVIDERS.read_text().replace(
+        "    hami: {pools: [hami], isolation: {default: shared}}\n",
+        "    hami: {pools: [hami], isolation: {default: shared}}\n"
+        "    gang-hami: {pools: [hami], isolation: {default: shared}, gang: {backend: volcano}}\n",
+    ).replace("classes: [mig-single, hami,", "classes: [gang-hami, mig-single, hami,")
+    return load_policy_texts([("p.yaml", text)])
+
+
+def test_hami_scheduler_on_a_gang_template_our_gang_step_schedules_is_denied():
+    """A two-pod Job of a Volcano-gang class gets schedulerName volcano from our gang step, so HAMi never
+    writes its scheduler there: hami-scheduler on the template takes the pods out of their gang."""
+    from tests.engine.helpers import job
+
+    policy = _gang_on_hami()
+    obj = job(intent("gang-hami", gpu_memory="10Gi"), [container()], parallelism=2)
+    done = mutate(policy, Request(copy.deepcopy(obj), namespace="team"))
+    final = jsonpatch.apply_patch(obj, list(done.patch))
+    assert final["spec"]["template"]["spec"]["schedulerName"] == "volcano"
+    assert "scheduling-not-allowed" not in rules(_validate(policy, final))
+    final["spec"]["template"]["spec"]["schedulerName"] = "hami-scheduler"
+    assert "scheduling-not-allowed" in rules(_validate(policy, final))
+
+
+def test_a_single_pod_of_a_gang_class_hami_schedules_is_admitted():
+    """One pod is no gang: our gang step writes no scheduler, so HAMi's webhook writes its own."""
+    policy = _gang_on_hami()
+    final = _stored(policy, pod(intent("gang-hami", gpu_memory="10Gi"), [container()]))
+    assert final["spec"]["schedulerName"] == "hami-scheduler"
+    assert "scheduling-not-allowed" not in rules(_validate(policy, final))

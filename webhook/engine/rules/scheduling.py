@@ -33,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.gang import applies, backend_keys
 from webhook.engine.model.scheduling import DEFAULT_SCHEDULER, unset_scheduler
 from webhook.engine.model.workload import dotted
 from webhook.engine.rules.registry import rule
@@ -69,18 +70,29 @@ def _policy_webhook_schedulers(policy: Policy) -> dict[str, str]:
     return webhook_schedulers(used)
 
 
-def _webhook_schedulers(policy: Policy, state: TemplateState, allowed: Allowed) -> tuple[str, ...]:
+def _gang_sets_scheduler(ctx: Context, state: TemplateState) -> bool:
+    """Our gang step writes the backend's scheduler on this template (a gang of the kind's size, a key
+    the backend reads there): the pod never reaches another webhook with the default scheduler."""
+    gang = ctx.gang
+    if gang is None or gang.backend is GangBackend.NONE or not state.tpl.gang:
+        return False
+    keys = backend_keys(ctx) or ()
+    return any(k.value is GangValue.SCHEDULER and k.write and k.template and applies(ctx, k) for k in keys)
+
+
+def _webhook_schedulers(ctx: Context, state: TemplateState, allowed: Allowed) -> tuple[str, ...]:
     """The schedulers another stack's webhook wrote on this pod before ``/validate``, exactly where it
     writes them: the pod holds one of that stack's resources, and would otherwise keep the default
-    scheduler (no class scheduler, no gang scheduler, no stack scheduler our mutation sets). A pod whose
-    class sends it elsewhere is left alone by that webhook, so its scheduler there is the user's."""
-    if allowed.required is not None:
+    scheduler (no class scheduler, no gang scheduler our gang step writes, no stack scheduler our
+    mutation sets, no scheduler of the kind's own controller). A pod sent elsewhere is left alone by
+    that webhook, so a scheduler of its written there is the user's."""
+    policy = ctx.policy
+    if allowed.required is not None or ctx.workload.spec.schedulers:
         return ()
     table = policy.recall(("stack-webhook-schedulers",), lambda: _policy_webhook_schedulers(policy))
     if not table:
         return ()
-    cls = policy.classes.get(state.class_name) if state.class_name is not None else None
-    if cls is not None and _gang_scheduler(cls):
+    if _gang_sets_scheduler(ctx, state):
         return ()
     if state.resolution is not None and state.resolution.scheduler:
         return ()
@@ -269,7 +281,7 @@ def scheduling_not_allowed(ctx: Context) -> Iterable[Finding]:
         # absent: the apiserver defaults it (or the object's own is inherited); the Volcano-only
         # devices widen what is allowed, so they are looked at only when the kind's list is not enough
         if isinstance(scheduler, str) and not allowed.scheduler_ok(scheduler, kind_schedulers):
-            extra = (*kind_schedulers, *_stack_schedulers(state), *_webhook_schedulers(ctx.policy, state, allowed))
+            extra = (*kind_schedulers, *_stack_schedulers(state), *_webhook_schedulers(ctx, state, allowed))
             found = _scheduler_finding(ctx, allowed, scheduler, view.dotted("spec", "schedulerName"), cname, extra)
             if found is not None:
                 yield found
