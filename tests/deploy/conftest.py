@@ -35,11 +35,10 @@ def render_policy(directory: Path) -> str:
     """What ``gpu-admission policy render DIR`` prints (the command the docs give for rendered.yaml)."""
     from webhook.policy import load_policy
     from webhook.policy.loader import policy_files
-    from webhook.render import RenderOptions, render
-    from webhook.render.output import to_yaml
+    from webhook.render.output import documented_render
 
     files = tuple((p.name, p.read_text(encoding="utf-8")) for p in policy_files(directory))
-    return to_yaml(render(load_policy(directory), RenderOptions(policy_files=files)))
+    return documented_render(load_policy(directory), files)
 
 
 @cache
@@ -56,10 +55,11 @@ def product_manifests() -> Path:
 def render_in_tree(directory: Path) -> str:
     """What ``gpu-admission policy render --in-tree DIR`` prints (manifests/in-tree/rendered.yaml)."""
     from webhook.policy import load_policy
-    from webhook.render import RenderOptions, intree
-    from webhook.render.output import to_yaml
+    from webhook.policy.loader import policy_files
+    from webhook.render.output import documented_render
 
-    return to_yaml(intree.render(load_policy(directory), RenderOptions()))
+    files = tuple((p.name, p.read_text(encoding="utf-8")) for p in policy_files(directory))
+    return documented_render(load_policy(directory), files, in_tree=True)
 NAMESPACE = "gpu-admission"
 MUTATING = "gpu-admission-mutating"
 VALIDATING = "gpu-admission-validating"

@@ -131,10 +131,17 @@ def test_user_gpu_keys_are_replaced_in_limits_and_requests(policy):
 
 
 def test_existing_request_for_the_same_key_gets_the_new_value(policy):
+    # a MIG class rewrites the user's whole GPU to its slice, in limits and in requests alike
     c = container(limits={"nvidia.com/gpu": "1"}, requests={"nvidia.com/gpu": "1"})
+    d = run(policy, pod(intent("inference", gpu_memory="4Gi"), [c]))
+    res = template_spec(mutated(d))["containers"][0]["resources"]
+    assert res["limits"] == {"nvidia.com/mig-1g.5gb": "1"} and "nvidia.com/gpu" not in res.get("requests", {})
+    # the same count in the intent and the resources: requests alone get their limit
+    c = container(requests={"nvidia.com/gpu": "8"})
     d = run(policy, pod(intent("training", gpus=8), [c]), training=True)
     res = template_spec(mutated(d))["containers"][0]["resources"]
     assert res["limits"]["nvidia.com/gpu"] == "8" and res["requests"]["nvidia.com/gpu"] == "8"
+    # a different count is a conflict the user settles (tests/engine/test_class_gpu_count.py), never a rewrite
 
 
 def test_an_init_container_is_never_the_gpu_container(policy):

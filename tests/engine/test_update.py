@@ -106,14 +106,16 @@ def test_what_an_update_introduces_is_reported_next_to_what_it_keeps(policy):
 
 def test_an_update_that_worsens_a_finding_reports_it(policy):
     old = _stored(policy, pod(intent("training", gpus=8)), labels={"gpu-admission.io/tier": "training"})
-    worse = copy.deepcopy(old)
-    worse["metadata"]["annotations"]["gpu-admission.io/gpus"] = "9"
-    old_bad = copy.deepcopy(old)
-    old_bad["metadata"]["annotations"]["gpu-admission.io/gpus"] = "16"
+
+    def asking(n: str) -> dict:  # the count and the intent together: apart, they are a conflict
+        changed = copy.deepcopy(old)
+        changed["metadata"]["annotations"]["gpu-admission.io/gpus"] = n
+        changed["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = n
+        return changed
+
+    worse, old_bad, worst = asking("9"), asking("16"), asking("32")
     training = {"gpu-admission.io/tier": "training"}
     assert "gpu-count-exceeded" in rules(_update(policy, worse, old, labels=training))
-    worst = copy.deepcopy(old)
-    worst["metadata"]["annotations"]["gpu-admission.io/gpus"] = "32"
     assert "gpu-count-exceeded" in rules(_update(policy, worst, old_bad, labels=training)), "16 -> 32 is worse"
 
 

@@ -77,6 +77,26 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "grants class 'train' but its pools ['a100'] exclude every pool of the class",
         "add one of h100",
     ),
+    "entitlement-default-unserved": (
+        spec(
+            """\
+            pools:
+              a100: {gpuModel: A100-40GB, gpusPerNode: 8, isolation: [mig], mig: {layout: all-1g.5gb}}
+              a10: {gpuModel: A10, gpusPerNode: 4, isolation: [shared], sharing: {provider: aliyun-cgpu}}
+            classes:
+              infer: {pools: [a100, a10], isolation: {default: mig, allowed: [mig, shared]}, defaultGPUMemory: 4Gi}
+            namespaces:
+              - name: shared-only
+                selector: {matchLabels: {tier: shared}}
+                classes: [infer]
+                pools: [a10]
+              - {selector: {}, classes: [infer]}
+            """
+        ),
+        "classes: [infer]",
+        "leaves class 'infer' only pools a10, none of which serves its default isolation 'mig'",
+        "set defaultIsolation: {infer: shared} on the rule",
+    ),
     "unused-pool": (
         spec(
             """\
@@ -576,4 +596,4 @@ def test_a_policy_with_exceptions_needs_a_render(cli, tmp_path):
 
     run = cli("policy", "lint", POLICY_DIR)
     (line,) = [x for x in run.out.splitlines() if "[render-needed]" in x]
-    assert line.startswith(f"{POLICY_DIR / 'exceptions.yaml'}:5:") and "the policy has exceptions" in line
+    assert line.startswith(f"{POLICY_DIR / 'exceptions.yaml'}:6:") and "the policy has exceptions" in line

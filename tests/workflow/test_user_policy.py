@@ -152,6 +152,66 @@ def test_a_newcomers_policy_change_keeps_ci_green(cli, tmp_path):
     assert "pool newcomer-l40s: taken" in check.out
 
 
+EXCEPTION = """\
+# yaml-language-server: $schema=./schema.json
+apiVersion: gpu-admission.io/v1
+kind: GPUPolicy
+spec:
+  exceptions:                            # in any file of the policy directory; merged like the rest
+    - name: dcgm-diag
+      rules: [privileged-gpu]
+      namespaces: {matchLabels: {team: gpu-diag}}
+      kinds: [Deployment]
+      names: [dcgm-diag]
+      subjects:
+        - {kind: Group, name: gpu-diagnostics}
+      expires: 2099-01-31
+      reason: weekly NVIDIA DCGM diagnostics need a privileged container
+      owner: platform-team
+"""
+
+
+def _add_an_exception_and_the_in_tree_setting(policy_dir: Path) -> None:
+    """What docs/policy.md (Exceptions) and docs/install.md (the in-tree settings) tell a team to write:
+    an exceptions file beside the policy, and settings.inTree recording the cluster's version and mode."""
+    (policy_dir / "exceptions.yaml").write_text(EXCEPTION, encoding="utf-8")
+    path = policy_dir / "default.yaml"
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    in_tree = {"kubeVersion": "1.36", "mutating": True, "availability": "in-tree"}
+    doc["spec"].setdefault("settings", {})["inTree"] = in_tree
+    path.write_text("# yaml-language-server: $schema=./schema.json\n" + yaml.safe_dump(doc, sort_keys=False))
+
+
+def test_exceptions_and_in_tree_settings_the_documented_way_keep_ci_green(cli, tmp_path):
+    """A scratch copy of the repository's policy and manifests, an exception and settings.inTree added as
+    the docs say, both manifests re-rendered with the documented commands: `policy lint --strict` is
+    clean (the manifests beside the policy are current, so nothing needs a render) and the freshness
+    checks the product's tests run agree with the CLI."""
+    policy = tmp_path / "policies"
+    shutil.copytree(USER_POLICIES, policy)
+    base = tmp_path / "manifests" / "base" / "rendered.yaml"
+    in_tree = tmp_path / "manifests" / "in-tree" / "rendered.yaml"
+    base.parent.mkdir(parents=True)
+    in_tree.parent.mkdir(parents=True)
+    base.write_text(RENDERED.read_text(encoding="utf-8"), encoding="utf-8")
+    in_tree.write_text((ROOT / "manifests" / "in-tree" / "rendered.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    assert user_policy_problems(cli, policy, base, in_tree) == []
+    _add_an_exception_and_the_in_tree_setting(policy)
+    lint = cli("policy", "lint", policy, "--strict")
+    assert lint.code != 0 and "[render-needed]" in lint.out, lint.out  # not rendered yet: lint says so
+    assert str(base) in lint.out, "the warning names the manifest to re-render"
+    for target, flags in ((base, ()), (in_tree, ("--in-tree",))):
+        render = cli("policy", "render", *flags, policy)
+        assert render.code == 0, render.err
+        target.write_text(render.out, encoding="utf-8")
+    assert "dcgm-diag" in base.read_text(encoding="utf-8"), "the render lists the exception in its header"
+    assert "kind: MutatingAdmissionPolicy\n" in in_tree.read_text(encoding="utf-8")
+    lint = cli("policy", "lint", policy, "--strict")
+    assert lint.code == 0, lint.out + lint.err
+    assert "render-needed" not in lint.out
+    assert user_policy_problems(cli, policy, base, in_tree) == []
+
+
 def test_no_product_test_reads_the_repositorys_policy_directory():
     """A product test that reads policies/ breaks when the platform team edits it: product tests take
     the shipped default from tests.conftest (POLICIES / DEFAULT_POLICY_DIR)."""

@@ -457,7 +457,7 @@ def run_render(args: argparse.Namespace) -> int:
     from webhook.policy.loader import policy_files
     from webhook.render import RenderOptions, render
     from webhook.render.core import in_tree_choice, parse_kube_version
-    from webhook.render.output import HEADER, exception_notes, to_json, to_yaml
+    from webhook.render.output import rendered_yaml, to_json
 
     err = sys.stderr
     if args.dir and args.policy_dir and args.dir != args.policy_dir:
@@ -540,6 +540,5 @@ def run_render(args: argparse.Namespace) -> int:
 
         if (note := open_webhook_port_note(options)) is not None:
             print(f"gpu-admission policy render: note: {note}", file=err)
-    header = HEADER + exception_notes(policy)
-    sys.stdout.write(to_json(objects) if args.output == "json" else to_yaml(objects, header))
+    sys.stdout.write(to_json(objects) if args.output == "json" else rendered_yaml(policy, objects))
     return EXIT_OK

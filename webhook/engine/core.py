@@ -46,6 +46,7 @@ from webhook.engine.model.pool_stack import families_on
 from webhook.engine.model.request import Request, Stage
 from webhook.engine.model.resolution import Failure, Resolution, resolve
 from webhook.engine.model.workload import Template, classify, dotted, projected, templates
+from webhook.engine.model.written_count import with_written_count
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.rules import RULES, effective_action
 from webhook.engine.rules.registry import POD
@@ -481,6 +482,8 @@ def _resolve_all(ctx: Context) -> None:
         intent = state.intent
         if intent is None:
             continue
+        # the GPU count the object already writes is its intent (judged, never silently rewritten)
+        intent = state.intent = with_written_count(policy, state.tpl, state.resources, intent, ctx.entitlement)
         for path, message in intent.errors:
             ctx.findings.append(Finding("intent-invalid", path, message, intent.class_name))
         if ctx.trace is None:  # the explanation is built only when asked for (it costs like a rule)

@@ -42,6 +42,8 @@ WARNING_CODES: dict[str, str] = {
     "unreachable-class": "no namespace rule that can match grants the class: every request for it is denied",
     "shadowed-namespace-rule": "an earlier spec.namespaces rule matches every namespace this one matches (first wins)",
     "entitlement-without-pool": "a namespace rule grants a class but its `pools` exclude every pool of the class",
+    "entitlement-default-unserved": "a namespace rule's `pools` leave a class no pool that serves the isolation "
+    "its pods get by default: every pod of the class there that names no isolation is denied",
     "unused-pool": "no class lists the pool: nothing can be placed on it",
     "isolation-unserved": "a class's default or allowed isolation is served by none of its pools",
     "sharing-scheduler": "the class sends pods to a scheduler the pool's sharing stack does not work with "
@@ -55,9 +57,9 @@ WARNING_CODES: dict[str, str] = {
     "max-gpus-unschedulable": "`maxGPUs` above the GPUs per node of every pool of the class",
     "default-memory-too-large": "`defaultGPUMemory` above `maxGPUMemory` or above every device of the pools",
     "shadowed-rule-override": "a rule's namespace override can never apply (an exemption or earlier override wins)",
-    "render-needed": "a setting the cluster's webhook configurations are rendered from differs from the "
-    "shipped manifests, or the in-tree policies beside the policy (manifests/in-tree) are not what it renders: "
-    "re-run `gpu-admission policy render` (`--in-tree`) and apply it",
+    "render-needed": "the manifests beside the policy (manifests/base, manifests/in-tree) are not what it renders, "
+    "or, with no rendered manifest beside it, a setting the webhook configurations are rendered from (or an "
+    "exception) differs from the shipped manifests: re-run `gpu-admission policy render` (`--in-tree`) and apply it",
     "priority-class-undefined": "a class names a priorityClassName that `spec.priorityClasses` does not define: "
     "unless it exists in the cluster, the API server rejects the class's pods",
     "builtin-kind-overridden": "a `workloadKinds` entry replaces a built-in kind's description",
@@ -162,12 +164,50 @@ def lint_path(path: str | Path, nodes: Sequence[Mapping[str, Any]] = (), today: 
             report.findings.append(LintFinding(PolicyIssue(str(file), 0, 0, "", f"cannot read: {exc}")))
     if report.unreadable:
         return report
-    report.findings.extend(lint_texts(texts, nodes, today))
+    base = _beside(Path(path), BASE_MANIFEST)
+    report.findings.extend(lint_texts(texts, nodes, today, shipped=base is None))
+    if base is not None:
+        report.findings.extend(_base_stale(Path(path), base, texts))
     report.findings.extend(_in_tree_stale(Path(path), texts))
     return report
 
 
 IN_TREE_MANIFEST = Path("manifests") / "in-tree" / "rendered.yaml"
+BASE_MANIFEST = Path("manifests") / "base" / "rendered.yaml"
+
+
+def _beside(path: Path, manifest: Path) -> Path | None:
+    """``manifest`` beside the policy directory (``policies/`` next to ``manifests/``, the shipped layout)."""
+    root = path.parent if path.is_dir() else path.parent.parent
+    found = root / manifest
+    return found if found.is_file() else None
+
+
+def _base_stale(path: Path, manifest: Path, texts: Sequence[tuple[str, str]]) -> list[LintFinding]:
+    """``render-needed`` for the manifest the cluster is installed from: beside the policy directory,
+    ``manifests/base/rendered.yaml`` is what ``policy render`` printed, and is compared with what it prints
+    now (exceptions header, webhook rules, failure policies, label guard and ConfigMap included). With it
+    there, this one comparison replaces the comparisons with the shipped manifests: a policy with
+    exceptions, another prefix or platform group is fine once rendered, and only until it changes."""
+    from webhook.render.output import documented_render
+
+    try:
+        policy = load_policy_texts(texts)
+        current = manifest.read_text(encoding="utf-8")
+    except (PolicyError, OSError, UnicodeDecodeError):
+        return []
+    files = tuple((Path(name).name, text) for name, text in texts)
+    if documented_render(policy, files) == current:
+        return []
+    issue = PolicyIssue(
+        str(manifest), 1, 1, "",
+        f"{BASE_MANIFEST} is not what the policy renders: the cluster installed from it runs the old policy "
+        "ConfigMap, webhook rules and failure policies (a new exception's grants, prefix or platform group "
+        "are not intercepted or guarded)",
+        f"re-run `gpu-admission policy render {path} > {manifest}` and apply it",
+        "warning",
+    )
+    return [LintFinding(issue, "render-needed")]
 
 
 def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFinding]:
@@ -182,7 +222,7 @@ def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFin
     from webhook.render import RenderOptions, intree
     from webhook.render.core import in_tree_choice
     from webhook.render.intree.cost import TooLarge
-    from webhook.render.output import to_yaml
+    from webhook.render.output import rendered_yaml
 
     try:
         policy = load_policy_texts(texts)
@@ -196,7 +236,8 @@ def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFin
     mutated = "kind: MutatingAdmissionPolicy\n" in current
     version, mutating = (choice.kube_version, choice.mutating) if recorded else ((1, 36) if mutated else (1, 30), True)
     try:
-        fresh = to_yaml(intree.render(policy, RenderOptions(kube_version=version, mutating=mutating)))
+        options = RenderOptions(kube_version=version, mutating=mutating, availability=choice.availability)
+        fresh = rendered_yaml(policy, intree.render(policy, options))
     except TooLarge as exc:
         fresh = str(exc)
     if fresh == current:
@@ -213,16 +254,23 @@ def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFin
 
 
 def lint_texts(
-    texts: Sequence[tuple[str, str]], nodes: Sequence[Mapping[str, Any]] = (), today: date | None = None
+    texts: Sequence[tuple[str, str]],
+    nodes: Sequence[Mapping[str, Any]] = (),
+    today: date | None = None,
+    *,
+    shipped: bool = True,
 ) -> list[LintFinding]:
     """Loader errors if the policy does not load; otherwise the warnings on the loaded policy. Without
-    ``today`` the exceptions' dates are not judged (the CLI passes the UTC date)."""
+    ``today`` the exceptions' dates are not judged (the CLI passes the UTC date). ``shipped``: the cluster
+    is taken to run the shipped manifests (no rendered manifest beside the policy), so the settings they
+    are rendered from are compared with the shipped defaults."""
     try:
         policy = load_policy_texts(texts)
     except PolicyError as exc:
         return [LintFinding(i) for i in exc.issues]
     locator = Locator(texts)
-    findings = [LintFinding(w.at(locator), w.code) for w in policy_warnings(policy, nodes, today)]
+    found = policy_warnings(policy, nodes, today, shipped=shipped)
+    findings = [LintFinding(w.at(locator), w.code) for w in found]
     return sorted(findings, key=lambda f: (f.issue.file, f.issue.line, f.issue.column, f.code))
 
 
@@ -303,15 +351,17 @@ class Warning_:
 
 
 def policy_warnings(
-    policy: Policy, nodes: Sequence[Mapping[str, Any]] = (), today: date | None = None
+    policy: Policy, nodes: Sequence[Mapping[str, Any]] = (), today: date | None = None, *, shipped: bool = True
 ) -> list[Warning_]:
     """Every check, in a stable order; each is a generator so adding one is one function. ``nodes``
     (``policy lint --context``) lets the pools be compared with what their nodes advertise; ``today``
-    dates the exceptions."""
+    dates the exceptions; ``shipped`` compares the render settings with the shipped manifests (False: a
+    rendered manifest beside the policy is compared instead, ``_base_stale``)."""
     checks = (
         _unreachable_classes,
         _shadowed_namespace_rules,
         _entitlement_pools,
+        _entitlement_default_unserved,
         _unused_pools,
         _isolation_unserved,
         _sharing_schedulers,
@@ -332,6 +382,8 @@ def policy_warnings(
     )
     out: list[Warning_] = []
     for check in checks:
+        if check is _render_needed and not shipped:
+            continue
         out.extend(check(policy))
     out.extend(Warning_(code, loc, message, hint) for code, loc, message, hint in memory_warnings(policy, nodes))
     out.extend(_exceptions(policy, today))
@@ -406,7 +458,7 @@ def _render_needed(policy: Policy) -> Iterator[Warning_]:
     if policy.spec.exceptions:
         yield Warning_(
             "render-needed",
-            ("exceptions",),
+            ("exceptions", 0, "name"),  # the file that holds them (spec.exceptions merges several)
             "the policy has exceptions: the webhook writes their grants at /mutate of Deployments, Jobs and the "
             "other controller kinds, which the shipped webhook configurations do not send there; without a "
             "re-render the subjects' controller objects are denied (their pod templates lack the grant)",
@@ -570,6 +622,35 @@ def _entitlement_pools(policy: Policy) -> Iterator[Warning_]:
             )
 
 
+def _entitlement_default_unserved(policy: Policy) -> Iterator[Warning_]:
+    """A rule whose pools serve a class, but not the isolation its pods get when they name none (the rule's
+    ``defaultIsolation``, else the class default): lint was clean and every such pod was denied there."""
+    for i, ent in enumerate(policy.namespaces):
+        if ent.pools is None:
+            continue
+        for k, cname in enumerate(ent.classes):
+            cls = policy.classes.get(cname)
+            if cls is None:
+                continue
+            left = [policy.pools[p] for p in cls.pools if p in ent.pools and p in policy.pools]
+            if not left:
+                continue  # entitlement-without-pool says so
+            default = ent.default_isolation.get(cname, cls.isolation.default)
+            if any(default in p.isolation for p in left):
+                continue
+            served = [iso for p in left for iso in p.isolation if iso in cls.isolation.permitted]
+            names = ", ".join(p.name for p in left)
+            yield Warning_(
+                "entitlement-default-unserved",
+                ("namespaces", i, "defaultIsolation", cname) if cname in ent.default_isolation
+                else ("namespaces", i, "classes", k),
+                f"{_ns_label(policy, i)} leaves class {cname!r} only pools {names}, none of which serves its "
+                f"default isolation {default.value!r}: every pod of the class there that names no isolation is denied",
+                f"set defaultIsolation: {{{cname}: {served[0].value}}} on the rule" if served
+                else f"add a pool of class {cname!r} that serves {default.value!r} to the rule's pools",
+            )
+
+
 def _unused_pools(policy: Policy) -> Iterator[Warning_]:
     used = {p for cls in policy.classes.values() for p in cls.pools}
     for name in policy.pools:
@@ -636,7 +717,10 @@ def _sharing_schedulers(policy: Policy) -> Iterator[Warning_]:
             if needed is None:
                 continue
             if scheduler is None:
-                continue  # the engine sets a setsScheduler stack's scheduler; HAMi's webhook sets its own
+                # nothing to warn about by construction: the engine sets a setsScheduler stack's scheduler,
+                # and /validate admits the scheduler a stack's own webhook writes on a pod that has the
+                # default one (sharing_stacks.yaml `webhook`: HAMi's hami-scheduler)
+                continue
             if scheduler != needed:
                 yield Warning_(
                     "sharing-scheduler",

@@ -431,6 +431,28 @@ def _cross_check(spec: PolicySpec, merge: _Merge, issues: list[PolicyIssue]) -> 
                         near(cname, spec.classes),
                     )
                 )
+        for cname, iso in ent.default_isolation.items():
+            cls_of = spec.classes.get(cname)
+            if cls_of is None or cname not in ent.classes:
+                issues.append(
+                    _issue_at(
+                        merge,
+                        ("namespaces", index, "defaultIsolation", cname),
+                        f"unknown class {cname!r}"
+                        if cls_of is None
+                        else f"class {cname!r} is not granted by this rule",
+                        near(cname, spec.classes) if cls_of is None else f"add {cname!r} to the rule's classes",
+                    )
+                )
+            elif iso not in cls_of.isolation.permitted:
+                issues.append(
+                    _issue_at(
+                        merge,
+                        ("namespaces", index, "defaultIsolation", cname),
+                        f"class {cname!r} allows isolation {_names(cls_of.isolation.permitted)}, not {iso.value!r}",
+                        f"pick one of {_names(cls_of.isolation.permitted)}, or allow {iso.value!r} in the class",
+                    )
+                )
         for i, pname in enumerate(ent.pools or ()):
             if pname not in spec.pools:
                 issues.append(

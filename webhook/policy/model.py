@@ -572,6 +572,11 @@ class Entitlement(Model):
     allowed_schedulers: tuple[str, ...] = Field(
         (), description="schedulers other than default-scheduler a raw GPU request of these namespaces may name"
     )
+    default_isolation: dict[str, Isolation] = Field(
+        default_factory=dict,
+        description="class -> the isolation these namespaces' pods of that class get when they name none (instead "
+        "of the class's default, e.g. shared where the rule's pools serve no MIG); one the class allows",
+    )
 
 
 # --- rules -------------------------------------------------------------------------------------

@@ -646,6 +646,11 @@ FIELDS: dict[str, dict[str, Any]] = {
             "listed: only the default scheduler (and `volcano` on a Volcano Job, which Volcano sets itself)",
             "allowedSchedulers: [kai-scheduler]",
         ),
+        "defaultIsolation": (
+            "class -> the isolation these namespaces' pods of that class get when they name none, instead of "
+            "the class's default (one the class allows): `shared` where the rule's `pools` serve no MIG",
+            "defaultIsolation: {inference: shared}",
+        ),
     },
     "LabelSelector": {
         "": "A Kubernetes label selector (all terms must match).",

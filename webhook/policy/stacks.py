@@ -50,6 +50,17 @@ class CountSpec(_Spec):
     per_card: int = Field(1, alias="perCard", ge=1)
 
 
+class WebhookSpec(_Spec):
+    """What the stack's own mutating webhook writes onto a Pod before ``/validate`` sees it: the
+    webhook judges the pod as stored after it, so it admits exactly these writes (and no others)."""
+
+    name: str  # the webhook's name in its MutatingWebhookConfiguration, for messages and docs
+    scheduler: str | None = None  # set on pods holding one of the stack's resources whose scheduler is the default
+    resources: dict[str, str] = Field(default_factory=dict)  # limits it may add to a container holding the stack's
+    env: tuple[str, ...] = ()  # env variables it injects
+    runtime_class: bool = Field(False, alias="runtimeClassName")  # it may set spec.runtimeClassName
+
+
 class StackSpec(_Spec):
     title: str
     resources: tuple[str, ...] = Field(min_length=1)
@@ -64,6 +75,7 @@ class StackSpec(_Spec):
     one_card: str | None = Field(None, alias="oneCard")
     scheduler: str | None = None
     sets_scheduler: bool = Field(False, alias="setsScheduler")
+    webhook: WebhookSpec | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> StackSpec:
@@ -74,6 +86,7 @@ class StackSpec(_Spec):
             ("memory", (self.memory.resource,) if self.memory else ()),
             ("memoryPercent", (self.memory_percent,) if self.memory_percent else ()),
             ("cores", (self.cores,) if self.cores else ()),
+            ("webhook.resources", tuple(self.webhook.resources) if self.webhook else ()),
         ):
             missing = [v for v in value if v not in named]
             if missing:
@@ -84,6 +97,8 @@ class StackSpec(_Spec):
             raise ValueError("severalCards: podLabel needs podLabel")
         if self.sets_scheduler and not self.scheduler:
             raise ValueError("setsScheduler needs scheduler")
+        if self.webhook is not None and self.webhook.scheduler and self.sets_scheduler:
+            raise ValueError("webhook.scheduler and setsScheduler: one writer of the stack's scheduler, not two")
         return self
 
 
@@ -230,6 +245,21 @@ class StackTable:
             for r in s.spec.resources
             if r not in self.whole
         }
+
+
+def webhook_schedulers(provider_ids: frozenset[str]) -> dict[str, str]:
+    """Resource -> the scheduler a stack's own webhook writes on pods holding it, for the stacks among
+    ``provider_ids`` (those a policy's pools use, so their webhooks run in the cluster). HAMi's webhook
+    reacts to every pod of the cluster holding its resources, ``nvidia.com/gpu`` included, not only to
+    pods of its own pools."""
+    out: dict[str, str] = {}
+    for sid in sorted(provider_ids):
+        own = stacks().by_id.get(sid)
+        hook = own.spec.webhook if own is not None else None
+        if hook is not None and hook.scheduler:
+            for r in own.spec.resources:  # type: ignore[union-attr]
+                out.setdefault(r, hook.scheduler)
+    return out
 
 
 def load_table(text: str, where: str = "sharing_stacks.yaml") -> StackTable:

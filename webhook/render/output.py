@@ -55,6 +55,32 @@ def exception_notes(policy: Policy) -> str:
     return "\n".join(lines) + "\n"
 
 
+def rendered_yaml(policy: Policy, objects: Sequence[K8sObject]) -> str:
+    """The YAML ``gpu-admission policy render`` prints for ``policy``: its header (with the exception
+    notes) and the objects. The CLI, lint's freshness checks and the tests that compare committed
+    manifests all write it this way, so a policy with exceptions renders to one text everywhere."""
+    return to_yaml(objects, HEADER + exception_notes(policy))
+
+
+def documented_render(policy: Policy, files: tuple[tuple[str, str], ...], *, in_tree: bool = False) -> str:
+    """What ``gpu-admission policy render [--in-tree] DIR`` prints with no other flag (the commands the
+    docs give for ``manifests/base/rendered.yaml`` and ``manifests/in-tree/rendered.yaml``): the policy's
+    ``settings.inTree`` decides the version, mutation and availability, as the CLI's defaults do.
+    ``files`` are the policy files (name, text) the ConfigMap carries. Raises the in-tree render's
+    ``TooLarge`` when the in-tree policies exceed the apiserver's cost budget."""
+    from webhook.render import RenderOptions, intree, render
+    from webhook.render.core import in_tree_choice
+
+    choice = in_tree_choice(policy)
+    options = RenderOptions(
+        policy_files=files,
+        availability=choice.availability,
+        kube_version=choice.kube_version,
+        mutating=choice.mutating,
+    )
+    return rendered_yaml(policy, intree.render(policy, options) if in_tree else render(policy, options))
+
+
 def to_yaml(objects: Sequence[K8sObject], header: str = HEADER) -> str:
     body = yaml.dump_all(objects, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=120)
     return header + "---\n" + body if objects else header

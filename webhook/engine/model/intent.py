@@ -83,6 +83,9 @@ class Intent(NamedTuple):
     topology_none: bool = False
     container: str | None = None
     errors: tuple[tuple[str, str], ...] = ()  # (path, message)
+    conflict: tuple[str, str] | None = None
+    """(path, message): the object's own GPU resources contradict this intent (``written_count``). It
+    does not resolve, so nothing rewrites what the user wrote and ``/validate`` sees the same conflict."""
     paths: tuple[tuple[str, str], ...] = ()  # (key, field path) in reading order, for messages
 
     def path_of(self, key: str, default: str) -> str:

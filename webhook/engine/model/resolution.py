@@ -104,7 +104,11 @@ def resolve(
             f"namespace {namespace!r} is not entitled to class {intent.class_name!r} (entitled: {allowed}); "
             + _how_to_grant(policy, intent.class_name),
         )
-    isolation = intent.isolation or cls.isolation.default
+    if intent.conflict is not None:
+        return Failure("intent-invalid", *intent.conflict)
+    ruled = entitlement.default_isolation.get(intent.class_name)
+    isolation = intent.isolation or ruled or cls.isolation.default
+    source = "intent" if intent.isolation is not None else "namespace rule default" if ruled else "class default"
     if intent.isolation is not None and intent.isolation not in cls.isolation.permitted:
         return Failure(
             "intent-invalid",
@@ -120,7 +124,7 @@ def resolve(
         memory_source = "class defaultGPUMemory"
     if trace is not None:
         trace.append(
-            f"isolation {isolation.value} ({'intent' if intent.isolation is not None else 'class default'})"
+            f"isolation {isolation.value} ({source})"
             + (f", gpu-memory {format_bytes(memory)} ({memory_source})" if memory is not None else "")
         )
     if isolation is Isolation.MIG and intent.gpus > 1 and intent.adopted_from is None:
@@ -175,7 +179,37 @@ def resolve(
     message = f"no pool of class {intent.class_name!r} fits ({detail})"
     if first.rule == "pool-spoofing":
         message += "; remove the conflicting nodeSelector: the webhook sets the pool's selector"
+    if intent.isolation is None:
+        message += _default_unserved(policy, intent, cls, entitlement, isolation, candidates)
     return Failure(first.rule, path, message)
+
+
+def _default_unserved(
+    policy: Policy,
+    intent: Intent,
+    cls: WorkloadClass,
+    entitlement: Entitlement,
+    isolation: Isolation,
+    candidates: tuple[str, ...],
+) -> str:
+    """The fix when the isolation a pod got by default is served by no pool its namespace may use, but
+    another isolation the class allows is: name it on the pod, or let the namespace rule default to it."""
+    entitled = entitlement.pools
+    usable = [policy.pools[n] for n in candidates if entitled is None or n in entitled]
+    if any(isolation in p.spec.isolation for p in usable):
+        return ""
+    other = next(
+        (iso for p in usable for iso in p.spec.isolation if iso in cls.isolation.permitted and iso is not isolation),
+        None,
+    )
+    if other is None:
+        return ""
+    rule = repr(entitlement.name) if entitlement.name else "of this namespace"
+    return (
+        f"; isolation {isolation.value} is this namespace's default for class {intent.class_name!r}, and no pool "
+        f"it may use serves it: add {policy.keys.isolation}: {other.value} to the pod, or ask the platform team "
+        f"to set defaultIsolation: {{{intent.class_name}: {other.value}}} on namespace rule {rule}"
+    )
 
 
 def _misfit(

@@ -14,6 +14,10 @@ What is allowed:
   backend sets (``volcano`` by default for Volcano), ``volcano`` on Volcano vGPU pools, the
   schedulers the object's own kind sets (a Volcano Job), the class's ``allowedPriorityClasses`` /
   ``allowedSchedulers``, and the default scheduler unless the class names another;
+- any GPU pod: the scheduler a sharing stack's own webhook writes (HAMi's ``hami-scheduler``), exactly
+  where it writes it: the policy has a pool of that stack (its webhook runs), the pod holds one of the
+  stack's resources, and nothing else set a scheduler (no class, gang or stack scheduler; that webhook
+  leaves a pod naming another scheduler alone). ``/validate`` judges the pod as stored after it;
 - a raw GPU request (no class): the entitlement's ``allowedPriorityClasses`` / ``allowedSchedulers``.
   With no list it may set no priority class (the cluster's unnamed default applies) and only the
   default scheduler, plus the schedulers its kind sets and ``volcano`` for Volcano vGPU / GPU-share
@@ -29,13 +33,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.gang import applies, backend_keys
 from webhook.engine.model.scheduling import DEFAULT_SCHEDULER, unset_scheduler
 from webhook.engine.model.workload import dotted
 from webhook.engine.rules.registry import rule
 from webhook.policy.compiled import Policy
 from webhook.policy.kinds import CompiledKind, GangValue, Wild
 from webhook.policy.model import Entitlement, GangBackend, WorkloadClass
-from webhook.policy.stacks import stack, stacks
+from webhook.policy.stacks import stack, stacks, webhook_schedulers
 
 SYSTEM_CRITICAL = frozenset({"system-node-critical", "system-cluster-critical"})
 VOLCANO_GPU_SHARE = "volcano.sh/gpu-"
@@ -55,6 +60,43 @@ def _stack_schedulers(state: TemplateState) -> tuple[str, ...]:
                 found.append(only[key])
             elif key.startswith(VOLCANO_GPU_SHARE):
                 found.append("volcano")
+    return tuple(dict.fromkeys(found))
+
+
+def _policy_webhook_schedulers(policy: Policy) -> dict[str, str]:
+    """Resource -> scheduler that a sharing stack's own webhook writes, for the stacks the policy's pools
+    use (sharing_stacks.yaml ``webhook.scheduler``): those webhooks run in the cluster."""
+    used = frozenset(str(p.spec.sharing.provider) for p in policy.pools.values() if p.spec.sharing is not None)
+    return webhook_schedulers(used)
+
+
+def _gang_sets_scheduler(ctx: Context, state: TemplateState) -> bool:
+    """Our gang step writes the backend's scheduler on this template (a gang of the kind's size, a key
+    the backend reads there): the pod never reaches another webhook with the default scheduler."""
+    gang = ctx.gang
+    if gang is None or gang.backend is GangBackend.NONE or not state.tpl.gang:
+        return False
+    keys = backend_keys(ctx) or ()
+    return any(k.value is GangValue.SCHEDULER and k.write and k.template and applies(ctx, k) for k in keys)
+
+
+def _webhook_schedulers(ctx: Context, state: TemplateState, allowed: Allowed) -> tuple[str, ...]:
+    """The schedulers another stack's webhook wrote on this pod before ``/validate``, exactly where it
+    writes them: the pod holds one of that stack's resources, and would otherwise keep the default
+    scheduler (no class scheduler, no gang scheduler our gang step writes, no stack scheduler our
+    mutation sets, no scheduler of the kind's own controller). A pod sent elsewhere is left alone by
+    that webhook, so a scheduler of its written there is the user's."""
+    policy = ctx.policy
+    if allowed.required is not None or ctx.workload.spec.schedulers:
+        return ()
+    table = policy.recall(("stack-webhook-schedulers",), lambda: _policy_webhook_schedulers(policy))
+    if not table:
+        return ()
+    if _gang_sets_scheduler(ctx, state):
+        return ()
+    if state.resolution is not None and state.resolution.scheduler:
+        return ()
+    found = [table[key] for c in state.judged.containers for key in c.families if key in table]
     return tuple(dict.fromkeys(found))
 
 
@@ -239,7 +281,7 @@ def scheduling_not_allowed(ctx: Context) -> Iterable[Finding]:
         # absent: the apiserver defaults it (or the object's own is inherited); the Volcano-only
         # devices widen what is allowed, so they are looked at only when the kind's list is not enough
         if isinstance(scheduler, str) and not allowed.scheduler_ok(scheduler, kind_schedulers):
-            extra = (*kind_schedulers, *_stack_schedulers(state))
+            extra = (*kind_schedulers, *_stack_schedulers(state), *_webhook_schedulers(ctx, state, allowed))
             found = _scheduler_finding(ctx, allowed, scheduler, view.dotted("spec", "schedulerName"), cname, extra)
             if found is not None:
                 yield found
