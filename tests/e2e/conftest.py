@@ -103,6 +103,26 @@ def probe_mutated(plane: Plane) -> bool:
     return bool(json.loads(proc.stdout)["spec"].get("nodeSelector"))
 
 
+def probe_validating(plane: Plane) -> bool:
+    """What only the validating webhook refuses (no in-tree policy judges a Deployment's GPU memory) is refused
+    by it: an inference Deployment asking more memory than any MIG profile of its pool holds."""
+    import json
+
+    pod = {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"generateName": "probe-", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "probe"}},
+                 "template": {"metadata": {"labels": {"app": "probe", "gpu-admission.io/workload": "inference"},
+                                           "annotations": {"gpu-admission.io/gpu-memory": "38Gi"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
+    }  # fmt: skip
+    proc = plane.kubectl("create", "--dry-run=server", "-f", "-", input=json.dumps(pod), check=False)
+    return proc.returncode != 0 and 'admission webhook "validate.gpu-admission.io" denied' in proc.stderr
+
+
+def probe_installed(plane: Plane) -> bool:
+    return probe_mutated(plane) and probe_validating(plane)
+
+
 @pytest.fixture(scope="session")
 def product(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Product]:
     workdir = tmp_path_factory.mktemp("product")
@@ -115,7 +135,7 @@ def product(plane: Plane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     product = Product(plane, server, rendered, [], nodes, workdir, policy_dir)
     try:
         product.applied = install.install_rendered(plane, rendered, server)
-        install.wait_for(lambda: probe_mutated(plane), "the mutating webhook to take effect")
+        install.wait_for(lambda: probe_installed(plane), "both webhooks to take effect")
         yield product
     finally:
         product.server.stop()
