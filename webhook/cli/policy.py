@@ -434,9 +434,9 @@ def run_render(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     choice = in_tree_choice(policy, kube_version=version, mutating=args.mutating, availability=args.availability)
     if args.explain:
-        from webhook.render.intree.explain import exceptions, table
+        from webhook.render.intree.explain import enforcement, exceptions, table
 
-        sys.stdout.write(table(policy) + "\n" + exceptions(policy))
+        sys.stdout.write(enforcement(policy) + "\n" + table(policy) + "\n" + exceptions(policy))
         return EXIT_OK
     options = RenderOptions(
         namespace=args.webhook_namespace,
