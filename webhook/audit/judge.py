@@ -105,7 +105,7 @@ def judge(
         if not decision.relevant:
             return out
         out.skip = ""
-        out.status = verdict(decision)
+        out.status = verdict(decision, enforced=True)  # what the rules deny, whatever the rollout mode
         out.violations = decision.violations
         if mutation:
             out.placements = tuple(

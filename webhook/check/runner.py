@@ -454,9 +454,11 @@ def fails(v: Violation, fail_on: str) -> bool:
     return v.action is Action.WARN and fail_on == "warn"
 
 
-def verdict(decision: Decision) -> Status:
-    """Denied, warned or admitted: what ``check`` and ``audit`` report for a judged object."""
-    if not decision.allowed:
+def verdict(decision: Decision, *, enforced: bool = False) -> Status:
+    """Denied, warned or admitted: what ``check`` and ``audit`` report for a judged object. ``enforced``: as
+    ``enforce`` would decide, a finding the policy's observe mode admitted counted as the denial it would be
+    (``audit`` reports the rules' verdict and says the mode; ``check`` reports the cluster's)."""
+    if not decision.allowed or (enforced and decision.would_deny):
         return Status.DENIED
     if any(v.action is Action.WARN for v in decision.violations):
         return Status.WARNED

@@ -288,7 +288,7 @@ def run_test(args: argparse.Namespace) -> int:
     from webhook.policytest.coverage import coverage as compute_coverage
     from webhook.policytest.load import SuiteError, discover, load_suites
     from webhook.policytest.report import WRITERS
-    from webhook.policytest.run import PolicyLoadError, load_policies, run_suites, select
+    from webhook.policytest.run import PolicyLoadError, load_policies, rollout_notes, run_suites, select
 
     err = sys.stderr
     if args.run is not None:
@@ -328,6 +328,8 @@ def run_test(args: argparse.Namespace) -> int:
     if not selected:
         print(f"gpu-admission: warning: no case matches --run {args.run!r}", file=err)
     results = run_suites(selected, policies)
+    for note in rollout_notes(policies):
+        print(f"gpu-admission policy test: note: {note}", file=err)
     wants_coverage = args.coverage or args.require_coverage
     coverage = compute_coverage(results, policies) if wants_coverage else []
     WRITERS[args.output](results, sys.stdout, verbose=args.verbose, coverage=coverage)
