@@ -1,6 +1,6 @@
-"""The observe-first rollout on the user's own ``policies/`` copy: the shipped suite passes unchanged at
-every step (``policy test`` judges as enforce with mutation applied, and says the mode), and ``check`` and
-``lint`` agree with what each step does."""
+"""The observe-first rollout on a copy of the shipped policy directory: the shipped suite passes unchanged at
+every step (``policy test`` judges as enforce with mutation applied, and says the mode), and ``lint`` says
+what each step needs re-rendered."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import USER_POLICIES
+from tests.conftest import DEFAULT_POLICY_DIR
 
 STEPS = [
     ("audit", "off"),
@@ -21,7 +21,7 @@ STEPS = [
 
 def _step(tmp_path: Path, enforcement: str, mutation: str) -> Path:
     root = tmp_path / f"policies-{enforcement}-{mutation}"
-    shutil.copytree(USER_POLICIES, root)
+    shutil.copytree(DEFAULT_POLICY_DIR, root)
     text = (root / "default.yaml").read_text()
     settings = f"failure: allow\n    enforcement: {enforcement}\n    mutation: {mutation}"
     (root / "default.yaml").write_text(text.replace("failure: allow", settings, 1))
@@ -35,3 +35,7 @@ def test_the_shipped_suite_passes_at_every_step(tmp_path, cli, enforcement, muta
     assert run.code == 0, run.out
     noted = "cases are judged as enforce with mutation applied" in run.err
     assert noted == ((enforcement, mutation) != ("enforce", "apply")), run.err
+    lint = cli("policy", "lint", root)
+    assert lint.code == 0, lint.out
+    assert ("settings.enforcement" in lint.out) == (enforcement != "enforce"), lint.out
+    assert ("settings.mutation is off" in lint.out) == (mutation == "off"), lint.out
