@@ -52,6 +52,7 @@ from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.model.decision import WOULD_DENY, short_warning
 from webhook.engine.model.grants import GrantKeys
 from webhook.engine.scale import SCALE_SUBRESOURCE
+from webhook.policy.model import Settings
 from webhook.server import metrics
 from webhook.server.logs import log_decision, server_log
 from webhook.server.namespaces import NamespaceSource, NamespaceUnknown
@@ -132,14 +133,15 @@ class Admitter:
             try:
                 found = parent_update(policy, review.resource, review.namespace, review.name, obj, self.parents)
             except ParentUnavailable as exc:
-                message = _unjudged_scale(review, exc.reason)
                 extra = {"error": "scale parent unavailable", "rules": [ENGINE_ERROR_RULE], "policy": policy.digest}
                 mode = policy.settings.enforcement
                 if mode is Enforcement.ENFORCE:
-                    doc = deny(review, message)
+                    doc = deny(review, _unjudged_scale(review, exc.reason))
                     self._account(endpoint, review, started, "denied", obj, {"allowed": False, **extra})
                     return doc
-                doc = _admitted_on_record(review, message, mode)
+                if not review.dry_run:
+                    metrics.WOULD_DENY.labels(ENGINE_ERROR_RULE, mode.value, metrics.kind_label(obj)).inc()
+                doc = _admitted_on_record(review, _unjudged_scale(review, exc.reason, observed=True), mode)
                 self._account(endpoint, review, started, _OBSERVED[mode], obj, {"allowed": True, **extra})
                 return doc
             if found is not None:  # judged as the UPDATE of the object it scales
@@ -238,12 +240,12 @@ class Admitter:
         return doc, outcome, extra
 
     def _engine_failed(
-        self, endpoint: str, review: Review, settings: Any, exc: Exception
+        self, endpoint: str, review: Review, settings: Settings, exc: Exception
     ) -> tuple[dict[str, Any], str, dict[str, Any]]:
         what = type(exc).__name__
         if isinstance(exc, DeadlineExceeded):
             what = f"no decision within {self.engine_deadline:g}s, at {exc.stage}"
-        mode: Enforcement = settings.enforcement
+        mode = settings.enforcement
         if mode is not Enforcement.ENFORCE:
             applied = "allow"  # an observe mode never blocks: admitted on the record (the module's docstring)
             log = f"engine error; admitted on the record (settings.enforcement {mode})"
@@ -328,12 +330,14 @@ def _admitted_on_record(review: Review, message: str, mode: Enforcement) -> dict
     return allow(review, warnings=warnings, audit={ENGINE_ERROR_RULE: f"{message} [{WOULD_DENY}]"})
 
 
-def _unjudged_scale(review: Review, reason: str) -> str:
+def _unjudged_scale(review: Review, reason: str, *, observed: bool = False) -> str:
+    """Why a scale was not judged; ``observed``: admitted on the record by an observe enforcement mode."""
     group, _, resource = review.resource or ("", "", "the object")
     what = f"{resource}.{group}" if group else resource
+    then = "" if observed else ", and a scale it did not judge is never admitted; retry"
     return (
         f"[{ENGINE_ERROR_RULE}] gpu-admission could not read {what} {review.namespace}/{review.name}, whose "
-        f"size this scale changes ({reason}), and a scale it did not judge is never admitted; retry"
+        f"size this scale changes ({reason}){then}"
     )
 
 
