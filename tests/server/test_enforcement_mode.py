@@ -142,3 +142,24 @@ def test_with_mutation_off_an_unplaced_class_pod_is_not_recorded_as_would_deny(s
     response = check_response(doc, sent, "validate")
     assert response["allowed"] is True
     assert "placement-missing" not in response.get("auditAnnotations", {})
+
+
+def test_a_scale_whose_object_cannot_be_read_is_admitted_on_the_record(tmp_path):
+    """In process (no apiserver to read the parent from): enforce denies the unjudged scale, an observe
+    mode admits it with the record, and its message no longer claims it is never admitted."""
+    from tests.server.test_scale_reviews import answer, scale_review
+    from webhook.server.admission import Admitter
+    from webhook.server.namespaces import OfflineNamespaces
+    from webhook.server.reload import PolicyStore
+
+    policy = tmp_path / "policy"
+    policy.mkdir()
+    text = (POLICIES / "default.yaml").read_text()
+    (policy / "default.yaml").write_text(text.replace("failure: allow", "failure: allow\n    enforcement: warn", 1))
+    got = answer(Admitter(PolicyStore.load(policy), OfflineNamespaces()), scale_review(8, 1))
+    assert got["allowed"] is True
+    note = got["auditAnnotations"]["engine-error"]
+    assert "no access to the cluster" in note and note.endswith("[would deny]") and "never admitted" not in note
+    assert got["warnings"][0].startswith("[engine-error, would deny] ")
+    enforced = answer(Admitter(PolicyStore.load(POLICIES), OfflineNamespaces()), scale_review(8, 1))
+    assert enforced["allowed"] is False
