@@ -123,7 +123,14 @@ def test_malformed_objects_follow_the_mode(warn_policy):
 
 def test_the_trace_says_would_deny_and_the_mode(warn_policy):
     decision = run(warn_policy, attack(), labels=SERVING_NS, entry=explain)
-    assert any("rule node-name-set: warn (would deny, enforcement warn)" in line for line in decision.explanation)
+    (line,) = [line for line in decision.explanation if line.startswith("rule node-name-set: ")]
+    assert line.startswith("rule node-name-set: warn: ") and line.endswith(" [would deny: enforcement warn]")
+    from webhook.check.explain import parse
+
+    failed = {rule: (action, message) for rule, action, message, _ in parse(decision.explanation).failed}
+    assert failed["node-name-set"][0] == "warn" and failed["node-name-set"][1].endswith(
+        "[would deny: enforcement warn]"
+    )
 
 
 def test_mutation_off_gives_no_patch(policy):

@@ -588,8 +588,8 @@ def _run_rules(
             found_as = violation(policy, finding.rule, action, finding.path, message, exception)
             if ctx.trace is not None:
                 via = f" (exception {exception})" if exception else ""
-                mode = f" ({WOULD_DENY}, enforcement {policy.settings.enforcement})" if found_as.would_deny else ""
-                ctx.trace.append(f"rule {finding.rule}: {found_as.action.value}{via}{mode}: {finding.message}")
+                mode = f" [{WOULD_DENY}: enforcement {policy.settings.enforcement}]" if found_as.would_deny else ""
+                ctx.trace.append(f"rule {finding.rule}: {found_as.action.value}{via}: {finding.message}{mode}")
             out.append(found_as)
         if ctx.trace is not None and not found:
             ctx.trace.append(f"rule {rule.id}: pass")
