@@ -360,6 +360,20 @@ CASES: dict[str, tuple[str, str, str, str]] = {
         "class 'dev' sizes GPU memory (defaultGPUMemory) but its pool 't4' is served by time-slicing",
         "use a memory-isolating stack",
     ),
+    "mutation-off-enforced": (
+        spec(
+            """\
+            settings:
+              mutation: off
+            pools: {a100: {gpuModel: A100-40GB, gpusPerNode: 8}}
+            classes: {infer: {pools: [a100]}}
+            namespaces: [{selector: {}, classes: [infer]}]
+            """
+        ),
+        "mutation: off",
+        "settings.mutation is off and settings.enforcement is enforce: nothing places a class pod",
+        "set mutation: apply before enforcing, or observe first",
+    ),
     "system-critical-allowed": (
         spec(
             """\
@@ -597,3 +611,25 @@ def test_a_policy_with_exceptions_needs_a_render(cli, tmp_path):
     run = cli("policy", "lint", POLICY_DIR)
     (line,) = [x for x in run.out.splitlines() if "[render-needed]" in x]
     assert line.startswith(f"{POLICY_DIR / 'exceptions.yaml'}:6:") and "the policy has exceptions" in line
+
+
+@pytest.mark.parametrize("mode", ["warn", "audit"])
+def test_an_observe_mode_needs_a_render_and_is_no_mutation_warning(tmp_path, cli, mode):
+    """Without a re-render the shipped validating webhook still fails closed and the in-tree deny binding
+    still denies: lint says so at the setting; observing with mutation off is the intended first step."""
+    text = spec(
+        f"""\
+        settings:
+          enforcement: {mode}
+          mutation: off
+        pools: {{a100: {{gpuModel: A100-40GB, gpusPerNode: 8}}}}
+        classes: {{infer: {{pools: [a100]}}}}
+        namespaces: [{{selector: {{}}, classes: [infer]}}]
+        """
+    )
+    policy = write_policy(tmp_path / "p", text, "policy.yaml")
+    run = cli("policy", "lint", policy)
+    needed = [x for x in run.out.splitlines() if "[render-needed]" in x]
+    assert any(f":{line_of(text, f'enforcement: {mode}')}:" in x and "still fails closed" in x for x in needed)
+    assert any(f":{line_of(text, 'mutation: off')}:" in x for x in needed)
+    assert "[mutation-off-enforced]" not in run.out

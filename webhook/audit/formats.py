@@ -33,6 +33,18 @@ class Run:
     source: str = ""  # "cluster https://…" or "snapshot FILE…"
     baseline: str = ""  # the old policy directory
     exceptions: ExceptionReport | None = None  # exceptions in use and expiring (every format shows them)
+    enforcement: str = "enforce"  # the policy's settings.enforcement: said beside the denials it admits
+
+
+def enforcement_line(run: Run) -> str | None:
+    """Under an observe mode, what the denials above mean in the cluster today."""
+    if run.enforcement == "enforce":
+        return None
+    shown = "an admission warning and an audit record" if run.enforcement == "warn" else "an audit record only"
+    return (
+        f"enforcement: {run.enforcement} (settings.enforcement): the cluster admits what is denied here, with "
+        f"{shown}; set enforcement: enforce to refuse it"
+    )
 
 
 Writer = Callable[[Iterable[Judged], TextIO, Run], None]
@@ -77,6 +89,8 @@ def write_text(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
     t = run.tally
     out.write(f"gpu-admission audit of {run.source}\n" if run.source else "")
     out.write(summary_line(t) + "\n")
+    if (mode := enforcement_line(run)) is not None:
+        out.write(mode + "\n")
     for note in run.notes:
         out.write(f"note: {note}\n")
     if run.baseline:
@@ -131,15 +145,22 @@ def _rules(j: Judged, verdict: str) -> str:
     if verdict in (NEWLY_ADMITTED, NO_LONGER_WARNED):
         gone = [v for v in change.old_violations if v not in j.violations]
         return "no longer " + "; ".join(v.render() for v in gone) if gone else f"was {change.old_status.value}"
-    wanted = Action.DENY if verdict == NEWLY_DENIED else Action.WARN
-    found = [v for v in j.violations if v.action is wanted and v not in change.old_violations]
+    denial = verdict == NEWLY_DENIED
+    found = [
+        v
+        for v in j.violations
+        if (v.action is Action.DENY or v.would_deny if denial else v.action is Action.WARN and not v.would_deny)
+        and v not in change.old_violations
+    ]
     return "; ".join(v.render() for v in (found or j.violations))
 
 
-def violation_dict(v: Any) -> dict[str, str]:
+def violation_dict(v: Any) -> dict[str, Any]:
     out = {"rule": v.rule, "action": v.action.value, "path": v.path, "message": v.message}
     if v.exception:
         out["exception"] = v.exception  # the policy exception that turned it into an audit entry
+    if v.would_deny:
+        out["wouldDeny"] = True  # the rule denies; the policy's enforcement mode admits it on the record
     return out
 
 
@@ -173,7 +194,7 @@ def write_json(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
     """Every GPU-relevant object, as judged (streamed), then the notes and the summary."""
     judged = (result_dict(j) for j in stream if j.status is not Status.SKIPPED)
     def trailer() -> dict[str, Any]:
-        out: dict[str, Any] = {"notes": list(run.notes), "summary": run.tally.summary()}
+        out: dict[str, Any] = {"notes": list(run.notes), "summary": run.tally.summary(), "enforcement": run.enforcement}
         if run.exceptions is not None:
             out["exceptions"] = run.exceptions.summary()
         return out
@@ -189,7 +210,7 @@ def _case(j: Judged, baseline: bool) -> tuple[ET.Element, str | None]:
         return case, "errors"
     failing = j.change.verdict == NEWLY_DENIED if baseline and j.change is not None else j.status is Status.DENIED
     if failing:
-        denials = [v for v in j.violations if v.action is Action.DENY]
+        denials = [v for v in j.violations if v.action is Action.DENY or v.would_deny]
         ET.SubElement(
             case, "failure", message="; ".join(v.render() for v in denials), type=denials[0].rule if denials else ""
         ).text = body + (f"\nowner: {j.owner}" if j.owner else "")
@@ -204,7 +225,7 @@ def write_junit(stream: Iterable[Judged], out: TextIO, run: Run) -> None:
     baseline = bool(run.baseline)
     cases = (_case(j, baseline) for j in stream if j.status is not Status.SKIPPED)
     def properties() -> dict[str, str]:
-        out = {"summary": summary_line(run.tally)}
+        out = {"summary": summary_line(run.tally), "enforcement": run.enforcement}
         if run.exceptions is not None:
             out.update(exception_properties(run.exceptions))
         return out

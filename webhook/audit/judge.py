@@ -108,7 +108,7 @@ def judge(
         if not decision.relevant:
             return out
         out.skip = ""
-        out.status = verdict(decision)
+        out.status = verdict(decision, enforced=True)  # what the rules deny, whatever the rollout mode
         out.violations = decision.violations
         if decision.carried_grants:  # believed only through an owner chain the audit verifies (webhook.audit.owners)
             out.carried = tuple(decision.carried_grants)

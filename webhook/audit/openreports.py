@@ -41,6 +41,8 @@ at most ~1.9 KB, so a full report stays under ~570 KB: under 40 % of etcd's 1.5 
 MAX_MESSAGE = 600
 MAX_PROPERTY = 300
 OMITTED_ANNOTATION = "gpu-admission.io/results-omitted"
+ENFORCEMENT = "gpu-admission.io/enforcement"
+"""The policy's ``settings.enforcement`` when the report was made: ``enforce``, ``warn`` or ``audit``."""
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-admission"}
 STATUS_FILTER = ["fail", "error", "warn"]
 
@@ -79,9 +81,10 @@ class _Report:
 class ReportBuilder:
     """Gathers judged objects into per-namespace reports; memory is bounded by namespaces x cap."""
 
-    def __init__(self, timestamp: float) -> None:
+    def __init__(self, timestamp: float, enforcement: str = "enforce") -> None:
         self.timestamp = {"seconds": int(timestamp), "nanos": int((timestamp % 1) * 1e9)}
         self.reports: dict[str, _Report] = {}
+        self.enforcement = enforcement  # the policy's settings.enforcement, said on every report
 
     def observe(self, judged: Iterable[Judged]) -> Iterator[Judged]:
         return tap(self.add, judged)
@@ -99,8 +102,11 @@ class ReportBuilder:
             report.summary["pass"] += 1
             return
         for v in j.violations:
-            result, severity = _RESULT[v.action]
+            # a finding the rule denies stays a failure under an observe mode: the report says the mode
+            result, severity = _RESULT[Action.DENY if v.would_deny else v.action]
             props = {"path": v.path, "action": v.action.value}
+            if v.would_deny:
+                props["wouldDeny"] = "true"
             if v.exception:  # an excepted finding: audit, naming the exception that turned it into one
                 props["exception"] = v.exception
             report.add(self._result(j, v.rule, result, severity, v.message, props))
@@ -179,18 +185,20 @@ class ReportBuilder:
         empty report (they had one from an earlier run and have nothing now)."""
         for namespace in also:
             self.reports.setdefault(namespace, _Report(namespace))
-        out = [report_document(r) for ns, r in sorted(self.reports.items()) if ns]
+        out = [report_document(r, self.enforcement) for ns, r in sorted(self.reports.items()) if ns]
         if "" in self.reports:
-            out.append(report_document(self.reports[""]))
+            out.append(report_document(self.reports[""], self.enforcement))
         return out
 
 
-def report_document(r: _Report) -> dict[str, Any]:
+def report_document(r: _Report, enforcement: str = "enforce") -> dict[str, Any]:
+    """One Report (or the ClusterReport); its annotations say the policy's enforcement mode, so a reader of
+    ``result: fail`` knows whether the cluster denies it or, under warn or audit, admits it on the record."""
     results = [x for kept in r.kept for x in kept]
     total = sum(r.summary[k] for k in STATUS_FILTER)
-    meta: dict[str, Any] = {"name": NAME, "labels": dict(MANAGED_BY)}
+    meta: dict[str, Any] = {"name": NAME, "labels": dict(MANAGED_BY), "annotations": {ENFORCEMENT: enforcement}}
     if total > len(results):
-        meta["annotations"] = {OMITTED_ANNOTATION: str(total - len(results))}
+        meta["annotations"][OMITTED_ANNOTATION] = str(total - len(results))
     doc: dict[str, Any] = {"apiVersion": API_VERSION, "kind": "Report" if r.namespace else "ClusterReport"}
     if r.namespace:
         meta["namespace"] = r.namespace

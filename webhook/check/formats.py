@@ -20,8 +20,7 @@ import yaml
 
 from webhook.check import explain, waste
 from webhook.check.github import write_github
-from webhook.check.runner import UNJUDGED, CheckResult, Status, Summary
-from webhook.engine.model.decision import Action
+from webhook.check.runner import UNJUDGED, CheckResult, Status, Summary, fails
 
 Writer = Callable[[Iterable[CheckResult], TextIO, "Options", "Tally"], None]
 
@@ -67,11 +66,14 @@ class Tally:
             self.gpu_memory.add(r.decision.waste)
 
     def exit_code(self, fail_on: str) -> int:
-        """0 admitted, 1 denied (or warned with --fail-on warn), 2 nothing judged or something unjudgeable."""
+        """0 admitted, 1 denied (or would be under enforce, with --fail-on would-deny or warn; or warned with
+        --fail-on warn), 2 nothing judged or something unjudgeable."""
         s = self.summary
         if s.errors or s.invalid or s.engine_errors or not s.documents:
             return 2
         if s.denied:
+            return 1
+        if fail_on != "deny" and s.would_deny:
             return 1
         if fail_on == "warn" and (s.warned or s.unjudged_gpu):
             return 1
@@ -156,7 +158,8 @@ def text_lines(r: CheckResult, options: Options) -> Iterator[str]:
         Status.ADMITTED: "admitted",
     }[r.status]
     update = " (UPDATE of the --old object)" if d.operation == "UPDATE" else ""
-    yield f"{r.where}: {r.label} (namespace {r.namespace}){update}: {headline}{ops}"
+    observed = f" (enforce would deny: {len(d.would_deny)} finding(s))" if d.would_deny and d.allowed else ""
+    yield f"{r.where}: {r.label} (namespace {r.namespace}){update}: {headline}{observed}{ops}"
     for v in d.violations:
         yield f"  {r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}"
     line = waste_line(r)
@@ -188,6 +191,8 @@ def summary_line(t: Tally) -> str:
         extra.append(f"{s.unjudged_gpu} skipped with GPU resources or intent keys (not judged)")
     if s.engine_errors:
         extra.append(f"{s.engine_errors} engine error(s)")
+    if s.would_deny:
+        extra.append(f"{s.would_deny} admitted that enforce would deny (settings.enforcement)")
     if s.empty:
         extra.append(f"{s.empty} empty input(s)")
     if not s.documents:
@@ -226,6 +231,7 @@ def result_dict(r: CheckResult, options: Options) -> dict[str, Any]:
                 "message": v.message,
                 "line": r.line_of(v.path),
                 **({"exception": v.exception} if v.exception else {}),
+                **({"wouldDeny": True} if v.would_deny else {}),
             }
             for v in d.violations
         ]
@@ -366,11 +372,7 @@ def junit_case(r: CheckResult, options: Options) -> tuple[ET.Element, str | None
         ET.SubElement(case, "skipped", message=r.message)
         return case, "skipped"
     if r.decision is not None:
-        failing = [
-            v
-            for v in r.decision.violations
-            if v.action is Action.DENY or (options.fail_on == "warn" and v.action is Action.WARN)
-        ]
+        failing = [v for v in r.decision.violations if fails(v, options.fail_on)]
         body = "\n".join(
             [f"{r.file}:{r.line_of(v.path)}: {v.action.value} {v.render()}" for v in r.decision.violations]
             + (explain.render(r.decision.explanation, indent="") if options.explain else [])

@@ -15,8 +15,8 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
-from webhook.check.runner import UNJUDGED, CheckResult
-from webhook.engine.model.decision import Action
+from webhook.check.runner import UNJUDGED, CheckResult, fails
+from webhook.engine.model.decision import Action, Violation
 
 if TYPE_CHECKING:
     from webhook.check.formats import Options, Tally
@@ -49,10 +49,10 @@ def annotation(
     return f"{head}::{escape_data(message)}\n"
 
 
-def _level(action: Action, fail_on: str) -> str | None:
-    if action is Action.DENY or (action is Action.WARN and fail_on == "warn"):
+def _level(v: Violation, fail_on: str) -> str | None:
+    if fails(v, fail_on):
         return "error"
-    if action is Action.WARN:
+    if v.action is Action.WARN or v.would_deny:  # what enforce would deny is shown, even under audit
         return "warning"
     return None  # audit: admitted silently, as in the cluster
 
@@ -97,7 +97,7 @@ def annotations(r: CheckResult, options: Options) -> Iterator[str]:
     if r.decision is None:
         return
     for v in r.decision.violations:
-        level = _level(v.action, options.fail_on)
+        level = _level(v, options.fail_on)
         if level is None:
             continue
         where = f" ({v.path})" if v.path else ""

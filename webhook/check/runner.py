@@ -18,7 +18,7 @@ from webhook.engine import Decision, Request, report
 from webhook.engine import explain as explain_entry
 from webhook.engine.claim_object import is_claim_object
 from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
-from webhook.engine.model.decision import Action
+from webhook.engine.model.decision import Action, Violation
 from webhook.engine.model.requester import Requester
 from webhook.engine.model.workload import classify
 from webhook.policy.compiled import Policy
@@ -439,9 +439,26 @@ def engine_failure(exc: BaseException) -> str:
     return f"the engine failed on this object ({type(exc).__name__}{': ' + detail if detail else ''})"
 
 
-def verdict(decision: Decision) -> Status:
-    """Denied, warned or admitted: what ``check`` and ``audit`` report for a judged object."""
-    if not decision.allowed:
+FAIL_ON = ("deny", "would-deny", "warn")
+"""``check --fail-on``, strictest last: ``deny`` fails what the cluster denies (under an observe enforcement
+mode, nothing: what passes CI is admitted); ``would-deny`` also what ``enforce`` would deny; ``warn`` also
+every warning."""
+
+
+def fails(v: Violation, fail_on: str) -> bool:
+    """Whether one finding fails a ``check`` run under ``--fail-on``."""
+    if v.action is Action.DENY:
+        return True
+    if v.would_deny:
+        return fail_on != "deny"
+    return v.action is Action.WARN and fail_on == "warn"
+
+
+def verdict(decision: Decision, *, enforced: bool = False) -> Status:
+    """Denied, warned or admitted: what ``check`` and ``audit`` report for a judged object. ``enforced``: as
+    ``enforce`` would decide, a finding the policy's observe mode admitted counted as the denial it would be
+    (``audit`` reports the rules' verdict and says the mode; ``check`` reports the cluster's)."""
+    if not decision.allowed or (enforced and decision.would_deny):
         return Status.DENIED
     if any(v.action is Action.WARN for v in decision.violations):
         return Status.WARNED
@@ -463,6 +480,7 @@ class Summary:
     errors: int = 0
     mutated: int = 0
     engine_errors: int = 0
+    would_deny: int = 0  # admitted or warned only because the policy's enforcement mode observes
     empty: int = 0  # inputs that held no document (not counted in documents)
     unjudged_gpu: int = 0  # skipped documents that carry GPU resources or intent keys
 
@@ -481,6 +499,8 @@ class Summary:
             self.unjudged_gpu += 1
         if r.decision is not None and r.decision.patch:
             self.mutated += 1
+        if r.decision is not None and r.status is not Status.DENIED and r.decision.would_deny:
+            self.would_deny += 1
 
 
 def _camel(name: str) -> str:

@@ -182,10 +182,16 @@ def _audit(args: argparse.Namespace) -> int:
     )
     tally = AuditTally(max_listed=max(0, args.max_listed))
     tally.baseline = baseline is not None
-    reports = ReportBuilder(time.time())
+    reports = ReportBuilder(time.time(), policy.settings.enforcement.value)
     exceptions = ExceptionReport(policy, today, verified=keys is not None, max_listed=max(0, args.max_listed))
     report = Run(
-        tally, reports, notes=inventory.notes, source=source, baseline=args.baseline or "", exceptions=exceptions
+        tally,
+        reports,
+        notes=inventory.notes,
+        source=source,
+        baseline=args.baseline or "",
+        exceptions=exceptions,
+        enforcement=policy.settings.enforcement.value,
     )
     progress = Progress(
         sys.stderr,

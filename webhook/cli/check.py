@@ -14,7 +14,7 @@ from webhook.check.formats import WRITERS, Options, Tally
 from webhook.check.inputs import read_sources
 from webhook.check.old import OldError, read_old
 from webhook.check.progress import Progress
-from webhook.check.runner import Namespaces, check_sources
+from webhook.check.runner import FAIL_ON, Namespaces, check_sources
 from webhook.cli.policy_dir import HELP as POLICY_HELP
 from webhook.cli.policy_dir import default_policy_dir
 from webhook.engine.model.requester import Requester
@@ -30,7 +30,8 @@ def register(sub: Any) -> None:
         "check",
         help="check manifests against the policy (same engine as admission)",
         description="Run Pods, Jobs, Volcano Jobs and pod controllers through the admission engine offline. "
-        "Exit 0 admitted, 1 denied (or warned with --fail-on warn), 2 bad input, bad policy, an engine "
+        "Exit 0 admitted, 1 denied (or would be under enforce with --fail-on would-deny; or warned with --fail-on "
+        "warn), 2 bad input, bad policy, an engine "
         "error or nothing to check.",
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files, directories (recursive) or - for stdin")
@@ -97,9 +98,10 @@ def register(sub: Any) -> None:
     p.add_argument("--explain", action="store_true", help="show the decision trace for each object")
     p.add_argument(
         "--fail-on",
-        choices=("deny", "warn"),
+        choices=FAIL_ON,
         default="deny",
-        help="exit 1 on denials (default) or also on warnings",
+        help="exit 1 on denials (default: what the cluster denies, so nothing under an observe "
+        "settings.enforcement), also on what enforce would deny (would-deny), or also on warnings (warn)",
     )
     p.add_argument(
         "--workers",

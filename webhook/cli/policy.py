@@ -301,7 +301,7 @@ def run_test(args: argparse.Namespace) -> int:
     from webhook.policytest.coverage import coverage as compute_coverage
     from webhook.policytest.load import SuiteError, discover, load_suites
     from webhook.policytest.report import WRITERS
-    from webhook.policytest.run import PolicyLoadError, load_policies, run_suites, select
+    from webhook.policytest.run import PolicyLoadError, load_policies, rollout_notes, run_suites, select
 
     err = sys.stderr
     if args.run is not None:
@@ -341,6 +341,8 @@ def run_test(args: argparse.Namespace) -> int:
     if not selected:
         print(f"gpu-admission: warning: no case matches --run {args.run!r}", file=err)
     results = run_suites(selected, policies)
+    for note in rollout_notes(policies):
+        print(f"gpu-admission policy test: note: {note}", file=err)
     wants_coverage = args.coverage or args.require_coverage
     coverage = compute_coverage(results, policies) if wants_coverage else []
     WRITERS[args.output](results, sys.stdout, verbose=args.verbose, coverage=coverage)
@@ -508,9 +510,9 @@ def run_render(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     choice = in_tree_choice(policy, kube_version=version, mutating=args.mutating, availability=args.availability)
     if args.explain:
-        from webhook.render.intree.explain import exceptions, table
+        from webhook.render.intree.explain import enforcement, exceptions, table
 
-        sys.stdout.write(table(policy) + "\n" + exceptions(policy))
+        sys.stdout.write(enforcement(policy) + "\n" + table(policy) + "\n" + exceptions(policy))
         return EXIT_OK
     if args.chart is not None or args.helm_values:
         return _render_helm(policy, files, args.chart)

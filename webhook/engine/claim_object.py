@@ -23,7 +23,7 @@ from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.context import ClaimContext, ClaimObject
 from webhook.engine.model.decision import Action, Decision, Violation
 from webhook.engine.model.requester import Requester
-from webhook.engine.rules import RULES, effective_action
+from webhook.engine.rules import RULES, effective_action, violation
 from webhook.engine.rules.registry import CLAIM
 from webhook.policy.compiled import Policy
 
@@ -107,7 +107,7 @@ def decide(
             action = effective_action(policy, finding.rule, namespace_labels, None)
             ctx.explain(f"rule {finding.rule}: {action.value}: {finding.message}")
             if action is not Action.OFF:
-                out.append(Violation(finding.rule, action, finding.path, finding.message))
+                out.append(violation(policy, finding.rule, action, finding.path, finding.message))
     violations = tuple(dict.fromkeys(out))
     if violations and operation == "UPDATE" and is_claim_object(old_object):
         before = decide(

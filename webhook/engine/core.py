@@ -28,6 +28,7 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
+from webhook.actions import Enforcement
 from webhook.engine import claim_object, mutations, unknown_namespace
 from webhook.engine.deadline import check as past_deadline
 from webhook.engine.intent_keys import unknown_keys
@@ -37,7 +38,7 @@ from webhook.engine.model import node_truth
 from webhook.engine.model.claims import ClaimResolver
 from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.context import Context, Finding, TemplateState
-from webhook.engine.model.decision import Action, Decision, Placement, Violation, WasteReport
+from webhook.engine.model.decision import WOULD_DENY, Action, Decision, Placement, Violation, WasteReport
 from webhook.engine.model.device_reach import exposed_pools, may_reach_a_pool
 from webhook.engine.model.devices import HAMI, MIG, SHARED, WHOLE
 from webhook.engine.model.intent import OPT_OUT, Intent, read_class, read_intent
@@ -48,7 +49,7 @@ from webhook.engine.model.resolution import Failure, Resolution, resolve
 from webhook.engine.model.workload import Template, classify, dotted, projected, templates
 from webhook.engine.model.written_count import with_written_count
 from webhook.engine.patch import PatchBuilder
-from webhook.engine.rules import RULES, effective_action
+from webhook.engine.rules import RULES, effective_action, violation
 from webhook.engine.rules.registry import POD
 from webhook.engine.rules.registry import facts as rule_facts
 from webhook.engine.shape import shape_errors
@@ -109,6 +110,12 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
         cluster, deadline, requester, today, grant_keys,
     ) = request  # fmt: skip
     as_received = stage is Stage.STORED
+    unmutated = policy.settings.mutation == "off"  # nothing places the object: no entry returns a patch
+    if unmutated and operation == "CREATE":
+        # under enforce the object is judged as it will be stored, unplaced (placement-missing, as the
+        # cluster will see it, offline too); an observe mode judges it as our patch would have left it,
+        # so its records say what enforce would deny with mutation on, not "unplaced" for every class pod
+        as_received = policy.settings.enforcement is Enforcement.ENFORCE
     validate, details, explain = plan.verdict, plan.details, plan.trace
     if claim_object.is_claim_object(obj):
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
@@ -145,7 +152,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
         violations = (
             ()
             if action is Action.OFF
-            else tuple(Violation("malformed-object", action, path, message) for path, message in malformed)
+            else tuple(violation(policy, "malformed-object", action, path, message) for path, message in malformed)
         )
         return Decision(
             kind=str(display_kind),
@@ -244,9 +251,9 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
     past_deadline(deadline, "mutation")
     if view is not None:
         view = _with_contents(view, patch.doc, states, operation, old_object)
-    emits_patch = operation == "CREATE" and kind.mutate
+    emits_patch = operation == "CREATE" and kind.mutate and not unmutated
     grant_ops: tuple[dict[str, Any], ...] = ()
-    if view is not None and grant_keys is not None and not validate and not view.is_pod:
+    if view is not None and grant_keys is not None and not validate and not view.is_pod and not unmutated:
         grant_ops = _grant_ops(ctx, view, patch if emits_patch else PatchBuilder(obj), requester, today, grant_keys)
     violations: tuple[Violation, ...] = ()
     if validate:
@@ -283,7 +290,13 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
     if trace is not None:
         trace.append(
             f"patch: {len(patch.ops)} operation(s)"
-            + ("" if emits_patch else f" (not returned: {operation} of {display_kind} is validated only)")
+            + (
+                ""
+                if emits_patch
+                else " (not returned: the policy's settings.mutation is off)"
+                if unmutated and operation == "CREATE" and kind.mutate
+                else f" (not returned: {operation} of {display_kind} is validated only)"
+            )
         )
     return Decision(
         kind=str(display_kind),
@@ -583,10 +596,12 @@ def _run_rules(
                 action = Action.AUDIT  # admitted, on the record: the audit entry names the exception
             elif finding.rule in notes:
                 message = f"{message} [{notes[finding.rule]}]"
+            found_as = violation(policy, finding.rule, action, finding.path, message, exception)
             if ctx.trace is not None:
                 via = f" (exception {exception})" if exception else ""
-                ctx.trace.append(f"rule {finding.rule}: {action.value}{via}: {finding.message}")
-            out.append(Violation(finding.rule, action, finding.path, message, exception))
+                mode = f" [{WOULD_DENY}: enforcement {policy.settings.enforcement}]" if found_as.would_deny else ""
+                ctx.trace.append(f"rule {finding.rule}: {found_as.action.value}{via}: {finding.message}{mode}")
+            out.append(found_as)
         if ctx.trace is not None and not found:
             ctx.trace.append(f"rule {rule.id}: pass")
     return tuple(out)

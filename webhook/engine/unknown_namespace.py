@@ -27,7 +27,7 @@ from typing import Any
 
 from webhook.engine.model.context import TemplateState
 from webhook.engine.model.decision import Action, Decision, Violation
-from webhook.engine.rules import RULES
+from webhook.engine.rules import RULES, violation
 from webhook.policy.compiled import Policy
 
 RULE = "class-not-allowed"
@@ -68,7 +68,7 @@ def decide(
     act = action(policy, class_name)
     violations: tuple[Violation, ...] = ()
     if validate and act is not Action.OFF:
-        violations = (Violation(RULE, act, "metadata.namespace", message(namespace)),)
+        violations = (violation(policy, RULE, act, "metadata.namespace", message(namespace)),)
     explanation = (
         (f"namespace {namespace}: unknown (looked up, not found): no entitlement, no mutation",) if explain else ()
     )

@@ -73,6 +73,8 @@ WARNING_CODES: dict[str, str] = {
     "can create pods there can run one as it and use its token",
     "system-critical-allowed": "a class or namespace rule allows `system-node-critical`/`system-cluster-critical`: "
     "scheduling-not-allowed denies them on every GPU pod whatever the list says",
+    "mutation-off-enforced": "`settings.mutation: off` under `enforcement: enforce`: nothing places a class pod, "
+    "so every one a user does not place by hand is denied (placement-missing)",
     **MEMORY_CODES,
 }
 
@@ -379,6 +381,7 @@ def policy_warnings(
         _system_critical_allowed,
         _workload_kinds,
         _device_taint_unknown,
+        _mutation_off_enforced,
     )
     out: list[Warning_] = []
     for check in checks:
@@ -473,6 +476,23 @@ def _render_needed(policy: Policy) -> Iterator[Warning_]:
             "cluster keeps the shipped failure policies",
             "re-run `gpu-admission policy render` and apply its output (with the in-tree policies installed)",
         )
+    if settings.enforcement != shipped.enforcement:
+        yield Warning_(
+            "render-needed",
+            ("settings", "enforcement"),
+            f"settings.enforcement ({settings.enforcement}) is not the mode the shipped configurations are "
+            "rendered for (enforce): without a re-render the validating webhook still fails closed and the "
+            "in-tree policies' deny binding still denies",
+            "re-run `gpu-admission policy render` (and `--in-tree`) and apply its output",
+        )
+    if settings.mutation != shipped.mutation:
+        yield Warning_(
+            "render-needed",
+            ("settings", "mutation"),
+            "settings.mutation is off: without a re-render the mutating webhook is still called (it answers with "
+            "no patch) and the in-tree MutatingAdmissionPolicies still place pods",
+            "re-run `gpu-admission policy render` (and `--in-tree`) and apply its output",
+        )
     if settings.platform_group != shipped.platform_group:
         yield Warning_(
             "render-needed",
@@ -481,6 +501,19 @@ def _render_needed(policy: Policy) -> Iterator[Warning_]:
             "ValidatingAdmissionPolicy lets change the namespace labels: without a re-render, members of "
             f"{settings.platform_group} are denied and {shipped.platform_group} keeps the right",
             "re-run `gpu-admission policy render` and apply its output",
+        )
+
+
+def _mutation_off_enforced(policy: Policy) -> Iterator[Warning_]:
+    """Mutation off is an observe-first setting: under enforce, /validate judges the unplaced pod as stored."""
+    if policy.settings.mutation == "off" and policy.settings.enforcement == "enforce" and policy.classes:
+        yield Warning_(
+            "mutation-off-enforced",
+            ("settings", "mutation"),
+            "settings.mutation is off and settings.enforcement is enforce: nothing places a class pod, so every "
+            "pod of a class that does not carry its pool's nodeSelector, tolerations and resources is denied "
+            "(placement-missing)",
+            "set mutation: apply before enforcing, or observe first (enforcement: audit or warn)",
         )
 
 

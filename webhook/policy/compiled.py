@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from typing import Any, ClassVar, TypeVar
 
+from webhook.actions import Enforcement
 from webhook.policy.dra import DraCatalogue
 from webhook.policy.dra import build as build_dra
 from webhook.policy.kinds import CompiledKind, builtin_table, kind_table
@@ -288,6 +289,15 @@ class Policy:
                 self.memo.clear()
             found = self.memo[key] = compute()
         return found  # type: ignore[no-any-return]
+
+    def enforcing(self) -> Policy:
+        """This policy with ``settings.enforcement: enforce`` and ``settings.mutation: apply``: what its rules
+        and its mutation do once rolled out. ``policy test`` judges suites so, whatever the rollout mode, so
+        that a suite written for the platform's rules passes in every step of the rollout."""
+        if self.settings.enforcement == Enforcement.ENFORCE and self.settings.mutation == "apply":
+            return self
+        settings = self.settings.model_copy(update={"enforcement": Enforcement.ENFORCE, "mutation": "apply"})
+        return replace(self, settings=settings, spec=self.spec.model_copy(update={"settings": settings}), memo={})
 
     def __repr__(self) -> str:
         return f"Policy(digest={self.digest!r}, pools={sorted(self.pools)}, classes={sorted(self.classes)})"

@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from webhook.actions import Action
+from webhook.actions import Action, Enforcement
 from webhook.policy.kinds import (  # noqa: F401  (re-exported: the field reference documents them)
     Count,
     GangKey,
@@ -765,6 +765,17 @@ class Settings(Model):
         default=("gpu-fraction", "gpu-memory"),
         description="pod annotations a scheduler reads as a share of one GPU (KAI's gpu-fraction and gpu-memory): "
         "a pod that carries one holds a shared GPU, though it lists no GPU resource",
+    )
+    enforcement: Enforcement = Field(
+        Enforcement.ENFORCE,
+        description="what a deny does, policy-wide, without editing a rule: enforce (denied), warn (admitted with "
+        "an admission warning saying it would be denied) or audit (admitted; audit annotation, log line and "
+        "metric only): the observe-first rollout (docs/install.md)",
+    )
+    mutation: Annotated[Literal["apply", "off"], BeforeValidator(_yaml_off)] = Field(
+        "apply",
+        description="apply: /mutate places class pods and raw requests; off: /mutate returns no patch (and "
+        "observe-mode /validate judges a CREATE as the patch would have left it)",
     )
     in_tree: InTreeSettings = Field(
         default_factory=InTreeSettings,

@@ -268,6 +268,21 @@ FIELDS: dict[str, dict[str, Any]] = {
             "`allow` is not fail-open: it only lets the denial come from `/validate`",
             "failure: allow",
         ),
+        "enforcement": (
+            "what a rule's `deny` does, policy-wide, without editing a rule: `enforce` (denied), `warn` "
+            "(admitted with an admission warning `[rule, would deny]` and an audit annotation) or `audit` "
+            "(admitted; audit annotation, log line and `gpu_admission_would_deny_total` only). The observe-first "
+            "rollout (docs/install.md): nothing the webhook answers denies under `warn`/`audit`, engine errors "
+            "included; `warn`/`audit`/`off` rules and exceptions keep their own action; re-render after a change",
+            "enforcement: enforce",
+        ),
+        "mutation": (
+            "`apply`: `/mutate` places class pods and raw requests; `off`: no patch, and neither the mutating "
+            "webhook nor MutatingAdmissionPolicies are rendered. Under an observe enforcement a CREATE is then "
+            "judged as the patch would have left it (what enforce with mutation would deny); under `enforce` an "
+            "unplaced class pod is denied (`placement-missing`)",
+            "mutation: apply",
+        ),
         "rawRequests": (
             "raw GPU requests (GPU resources, no workload label): `pin` sets the nodeSelector and "
             "tolerations of the first entitled pool offering their devices; `deny` leaves them as written "

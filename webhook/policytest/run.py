@@ -73,6 +73,20 @@ def load_policies(suites: Sequence[LoadedSuite]) -> dict[Path, Policy]:
     return policies
 
 
+def rollout_notes(policies: dict[Path, Policy]) -> list[str]:
+    """One line per policy rolled out in an observe mode or without mutation: its suites were judged as
+    enforce with mutation applied, not as the cluster currently answers."""
+    notes = []
+    for where, policy in policies.items():
+        mode, mutation = policy.settings.enforcement, policy.settings.mutation
+        if mode != "enforce" or mutation != "apply":
+            notes.append(
+                f"{where}: settings.enforcement {mode}, settings.mutation {mutation}: cases are judged as enforce "
+                "with mutation applied (the rules' own verdicts); the cluster admits what they deny, on the record"
+            )
+    return notes
+
+
 def select(suites: Sequence[LoadedSuite], pattern: str | None) -> list[LoadedSuite]:
     """``--run REGEX``: keep cases whose ``suite/case`` id the expression matches (re.search)."""
     if pattern is None:
@@ -87,10 +101,14 @@ def select(suites: Sequence[LoadedSuite], pattern: str | None) -> list[LoadedSui
 
 
 def run_suites(suites: Sequence[LoadedSuite], policies: dict[Path, Policy]) -> list[SuiteResult]:
+    """Every case judged under ``enforce`` with mutation applied (:meth:`Policy.enforcing`): a suite states
+    what the platform's rules and mutation do, and must pass at every step of an observe-first rollout,
+    whatever ``settings.enforcement`` and ``settings.mutation`` the policy is rolled out with for now."""
     results = []
+    enforcing = {where: policy.enforcing() for where, policy in policies.items()}
     for suite in suites:
         start = time.perf_counter()
-        cases = [run_case(policies[suite.policy_dir], case) for case in suite.cases]
+        cases = [run_case(enforcing[suite.policy_dir], case) for case in suite.cases]
         results.append(SuiteResult(suite, cases, time.perf_counter() - start))
     return results
 

@@ -635,7 +635,7 @@ def _webhook(policy: Policy, options: RenderOptions, webhook: WebhookName) -> di
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
         "timeoutSeconds": 3 if mutating else 5,
-        "failurePolicy": "Ignore" if mutating or options.availability == "in-tree" else "Fail",
+        "failurePolicy": "Ignore" if mutating or options.availability == "in-tree" or _observing(policy) else "Fail",
     }
     if mutating:
         hook["reinvocationPolicy"] = "IfNeeded"
@@ -686,7 +686,21 @@ def _metadata(options: RenderOptions, name: str) -> dict[str, Any]:
     }
 
 
+def _observing(policy: Policy) -> bool:
+    """``settings.enforcement: warn|audit``: the webhook never denies, so an outage must not either."""
+    return policy.settings.enforcement != "enforce"
+
+
+def _enforcement(policy: Policy, hook: K8sObject) -> K8sObject:
+    """An observe mode is said on the configuration, where the failure policy it changes is read."""
+    if _observing(policy):
+        hook["metadata"]["annotations"]["gpu-admission.io/enforcement"] = str(policy.settings.enforcement)
+    return hook
+
+
 def render_mutating(policy: Policy, options: RenderOptions) -> list[K8sObject]:
+    if policy.settings.mutation == "off":  # /mutate would answer with no patch: not called at all
+        return []
     return [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
@@ -698,7 +712,7 @@ def render_mutating(policy: Policy, options: RenderOptions) -> list[K8sObject]:
 
 
 def render_validating(policy: Policy, options: RenderOptions) -> list[K8sObject]:
-    return [
+    hooks = [
         {
             "apiVersion": "admissionregistration.k8s.io/v1",
             "kind": "ValidatingWebhookConfiguration",
@@ -706,3 +720,4 @@ def render_validating(policy: Policy, options: RenderOptions) -> list[K8sObject]
             "webhooks": [_webhook(policy, options, "validating")],
         }
     ]
+    return [_enforcement(policy, hook) for hook in hooks]

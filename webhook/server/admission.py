@@ -12,6 +12,16 @@ non-entitled pod past every rule. ``/mutate`` follows the policy's ``settings.fa
 admits unchanged (the object then meets ``/validate``), ``deny`` rejects. Both name the problem and
 the uid to find in the log.
 
+Under an observe enforcement mode (``settings.enforcement: warn|audit``) nothing the webhook answers
+denies: a platform team turns it on to learn what enforce would refuse, and must be able to trust that it
+never blocks their cluster. An engine error is then admitted on the record, like every finding a rule
+would deny: an audit annotation (and, under ``warn``, an admission warning) marked "would deny", the
+error log line with the uid, ``gpu_admission_engine_errors_total{failure="allow"}`` and
+``gpu_admission_would_deny_total{rule="engine-error"}``. Nothing is enforced in those modes, so an
+object the engine could not judge gains nothing an attacker could not have had by asking plainly; what
+it must not do is pass unrecorded. A review admitted only because of the mode is counted with
+``decision="warned"`` or ``decision="audited"``.
+
 A review's namespace labels come from the namespace source. In cluster mode a namespace the watch
 cache does not know is first judged unknown (``Cluster.unknown_namespaces``), without I/O: most
 objects are none of the webhook's business and are answered at once. Only when the engine says
@@ -36,11 +46,13 @@ from datetime import UTC, datetime
 from types import MappingProxyType
 from typing import Any
 
-from webhook.actions import ENGINE_ERROR
+from webhook.actions import ENGINE_ERROR, Enforcement
 from webhook.engine import DeadlineExceeded, Decision, Request, Stage, mutate, validate
 from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
+from webhook.engine.model.decision import WOULD_DENY, short_warning
 from webhook.engine.model.grants import GrantKeys
 from webhook.engine.scale import SCALE_SUBRESOURCE
+from webhook.policy.model import Settings
 from webhook.server import metrics
 from webhook.server.logs import log_decision, server_log
 from webhook.server.namespaces import NamespaceSource, NamespaceUnknown
@@ -121,9 +133,16 @@ class Admitter:
             try:
                 found = parent_update(policy, review.resource, review.namespace, review.name, obj, self.parents)
             except ParentUnavailable as exc:
-                doc = deny(review, _unjudged_scale(review, exc.reason))
                 extra = {"error": "scale parent unavailable", "rules": [ENGINE_ERROR_RULE], "policy": policy.digest}
-                self._account(endpoint, review, started, "denied", obj, {"allowed": False, **extra})
+                mode = policy.settings.enforcement
+                if mode is Enforcement.ENFORCE:
+                    doc = deny(review, _unjudged_scale(review, exc.reason))
+                    self._account(endpoint, review, started, "denied", obj, {"allowed": False, **extra})
+                    return doc
+                if not review.dry_run:
+                    metrics.WOULD_DENY.labels(ENGINE_ERROR_RULE, mode.value, metrics.kind_label(obj)).inc()
+                doc = _admitted_on_record(review, _unjudged_scale(review, exc.reason, observed=True), mode)
+                self._account(endpoint, review, started, _OBSERVED[mode], obj, {"allowed": True, **extra})
                 return doc
             if found is not None:  # judged as the UPDATE of the object it scales
                 obj, old_object = found
@@ -149,7 +168,7 @@ class Admitter:
                     decision = self._evaluate(policy, review, judged, endpoint, labels, cluster, deadline)
             doc, outcome, extra = self._respond(endpoint, review, decision)
         except Exception as exc:
-            doc, outcome, extra = self._engine_failed(endpoint, review, policy.settings.failure, exc)
+            doc, outcome, extra = self._engine_failed(endpoint, review, policy.settings, exc)
         extra["policy"] = policy.digest
         self._account(endpoint, review, started, outcome, obj, extra)
         return doc
@@ -197,9 +216,11 @@ class Admitter:
         warnings = decision.warnings
         audit = decision.audit_annotations
         allowed = decision.allowed
+        observed = decision.would_deny
         if allowed:
             doc = allow(review, warnings=warnings, audit=audit)
-            outcome = "allowed" if decision.relevant else "ignored"
+            # admitted only because the policy observes: what enforce would have denied, counted as such
+            outcome = _OBSERVED[observed[0].action] if observed else "allowed" if decision.relevant else "ignored"
         else:
             doc = deny(review, decision.message, warnings=warnings, audit=audit)
             outcome = "denied"
@@ -211,26 +232,44 @@ class Admitter:
                 metrics.VIOLATIONS.labels(v.rule, v.action.value, kind).inc()
                 if v.exception is not None:
                     metrics.EXCEPTION_USES.labels(v.exception, v.rule, kind).inc()
+                if v.would_deny:
+                    metrics.WOULD_DENY.labels(v.rule, v.action.value, kind).inc()
         used = decision.exceptions
         if used:
             extra["exceptions"] = {name: list(rules) for name, rules in used.items()}
         return doc, outcome, extra
 
     def _engine_failed(
-        self, endpoint: str, review: Review, failure: str, exc: Exception
+        self, endpoint: str, review: Review, settings: Settings, exc: Exception
     ) -> tuple[dict[str, Any], str, dict[str, Any]]:
         what = type(exc).__name__
         if isinstance(exc, DeadlineExceeded):
             what = f"no decision within {self.engine_deadline:g}s, at {exc.stage}"
-        applied = failure if endpoint == "mutate" else "deny"  # /validate never admits what it did not judge
+        mode = settings.enforcement
+        if mode is not Enforcement.ENFORCE:
+            applied = "allow"  # an observe mode never blocks: admitted on the record (the module's docstring)
+            log = f"engine error; admitted on the record (settings.enforcement {mode})"
+        elif endpoint == "mutate":
+            applied, log = settings.failure, "engine error; applying settings.failure"
+        else:
+            applied, log = "deny", "engine error; denied"  # /validate never admits what it did not judge
         server_log.error(
-            "engine error; applying settings.failure" if endpoint == "mutate" else "engine error; denied",
+            log,
             exc_info=exc,
             extra={"fields": {"uid": review.uid, "endpoint": endpoint, "failure": applied, "error": what}},
         )
         metrics.ENGINE_ERRORS.labels(endpoint, applied).inc()
         extra: dict[str, Any] = {"error": what, "failure": applied, "rules": [ENGINE_ERROR_RULE]}
-        if applied == "allow":  # /mutate only: the object still meets /validate
+        if applied == "allow" and endpoint == "validate":  # observe mode: enforce would have denied it
+            extra["allowed"] = True
+            message = (
+                f"[{ENGINE_ERROR_RULE}] gpu-admission could not evaluate this object ({what}); look up uid "
+                f"{review.uid} in the webhook log"
+            )
+            if not review.dry_run:
+                metrics.WOULD_DENY.labels(ENGINE_ERROR_RULE, mode.value, metrics.kind_label(review.obj)).inc()
+            return _admitted_on_record(review, message, mode), "error", extra
+        if applied == "allow":  # /mutate: the object still meets /validate
             extra["allowed"] = True
             return allow(review), "error", extra
         why = (
@@ -279,12 +318,26 @@ class Admitter:
         )
 
 
-def _unjudged_scale(review: Review, reason: str) -> str:
+_OBSERVED: Mapping[str, str] = MappingProxyType({"warn": "warned", "audit": "audited"})
+"""The ``decision`` of a review admitted only because the policy's enforcement mode observes, by the mode
+(or by a would-deny finding's action, which is the mode's: both are ``warn`` or ``audit``)."""
+
+
+def _admitted_on_record(review: Review, message: str, mode: Enforcement) -> dict[str, Any]:
+    """An unjudged object under an observe mode: admitted, with the denial enforce would have given as an
+    audit annotation (and, under ``warn``, a warning), marked as the engine marks its would-deny findings."""
+    warnings = (short_warning(f"{ENGINE_ERROR_RULE}, {WOULD_DENY}", message),) if mode is Enforcement.WARN else ()
+    return allow(review, warnings=warnings, audit={ENGINE_ERROR_RULE: f"{message} [{WOULD_DENY}]"})
+
+
+def _unjudged_scale(review: Review, reason: str, *, observed: bool = False) -> str:
+    """Why a scale was not judged; ``observed``: admitted on the record by an observe enforcement mode."""
     group, _, resource = review.resource or ("", "", "the object")
     what = f"{resource}.{group}" if group else resource
+    then = "" if observed else ", and a scale it did not judge is never admitted; retry"
     return (
         f"[{ENGINE_ERROR_RULE}] gpu-admission could not read {what} {review.namespace}/{review.name}, whose "
-        f"size this scale changes ({reason}), and a scale it did not judge is never admitted; retry"
+        f"size this scale changes ({reason}){then}"
     )
 
 

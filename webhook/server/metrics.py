@@ -62,6 +62,12 @@ VIOLATIONS = Counter(
     "Rule violations found by /validate (not dry runs), by rule id, effective action and kind.",
     ["rule", "action", "kind"],
 )
+WOULD_DENY = Counter(
+    "gpu_admission_would_deny_total",
+    "Findings /validate admitted (not dry runs) only because the policy's settings.enforcement is warn or audit: "
+    "what enforce would deny, by rule id, enforcement mode and kind.",
+    ["rule", "enforcement", "kind"],
+)
 EXCEPTION_USES = Counter(
     "gpu_admission_exception_uses_total",
     "Findings a policy exception turned into audit entries at /validate (not dry runs), by exception, rule, kind.",
@@ -74,7 +80,8 @@ BAD_REQUESTS = Counter(
 )
 ENGINE_ERRORS = Counter(
     "gpu_admission_engine_errors_total",
-    "Engine exceptions turned into an admission by the policy's settings.failure (allow|deny).",
+    "Engine exceptions turned into an admission by the policy's settings.failure (allow|deny), or admitted on the "
+    "record (allow) under an observe enforcement mode (warn|audit).",
     ["endpoint", "failure"],
 )
 POLICY_RELOADS = Counter(

@@ -14,6 +14,9 @@ from webhook.actions import Action
 if TYPE_CHECKING:
     from webhook.engine.model.grants import Grant
 
+WOULD_DENY = "would deny"
+"""How a finding the policy's enforcement mode admitted is marked in warnings, annotations and reports."""
+
 WARNING_LIMIT = 120
 """The apiserver advises warnings of at most 120 characters; longer ones may be truncated."""
 
@@ -45,13 +48,19 @@ class Violation:
     message: str
     exception: str | None = None
     """The policy exception that turned this finding into an ``audit`` entry (SPEC §14), if one did."""
+    would_deny: bool = False
+    """The rule says ``deny`` and the policy's enforcement mode (``warn`` or ``audit``) admitted it on the
+    record instead: what ``enforce`` would deny. An excepted finding is never one (the exception admits it
+    under every mode)."""
 
     def render(self) -> str:
         """``[rule-id] message (field path)`` — the denial message shape the API server shows users; an
-        excepted finding ends with the exception's name, so the audit log says who allowed it."""
+        excepted finding ends with the exception's name, so the audit log says who allowed it, and a
+        finding the enforcement mode admitted says it would be denied once the policy enforces."""
         where = f" ({self.path})" if self.path else ""
         excepted = f" [exception {self.exception}]" if self.exception else ""
-        return f"[{self.rule}] {self.message}{where}{excepted}"
+        observed = f" [{WOULD_DENY}]" if self.would_deny else ""
+        return f"[{self.rule}] {self.message}{where}{excepted}{observed}"
 
     def warning(self) -> str:
         """An admission warning as kubectl shows it: rule id and the fix first, within 120 characters.
@@ -59,8 +68,9 @@ class Violation:
         Messages read "what is wrong; how to fix it". kubectl users act on the fix, and a warning cut
         at 120 characters used to lose exactly that part, so the fix leads and the description of
         the problem fills the room that is left. The full message (and field path) stays in the
-        audit annotation and in ``check``."""
-        return short_warning(self.rule, self.message)
+        audit annotation and in ``check``. A finding the enforcement mode admitted reads
+        ``[rule, would deny]``: the user learns it will be refused once the policy enforces."""
+        return short_warning(f"{self.rule}, {WOULD_DENY}" if self.would_deny else self.rule, self.message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +130,11 @@ class Decision:
     @property
     def audits(self) -> tuple[Violation, ...]:
         return tuple(v for v in self.violations if v.action is Action.AUDIT)
+
+    @property
+    def would_deny(self) -> tuple[Violation, ...]:
+        """Findings the enforcement mode admitted that ``enforce`` would deny."""
+        return tuple(v for v in self.violations if v.would_deny)
 
     @property
     def allowed(self) -> bool:

@@ -15,6 +15,6 @@ from webhook.engine.rules import (  # noqa: F401
     schema,
     workload_valid,
 )
-from webhook.engine.rules.registry import RULES, Rule, effective_action, rule
+from webhook.engine.rules.registry import RULES, Rule, effective_action, rule, violation
 
-__all__ = ["RULES", "Rule", "effective_action", "rule"]
+__all__ = ["RULES", "Rule", "effective_action", "rule", "violation"]

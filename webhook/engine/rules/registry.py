@@ -2,7 +2,8 @@
 
 Rules are data the way Kyverno and Gatekeeper treat them: the policy may change a rule's action per
 namespace or class, or exempt namespaces, without touching code. A check function only *finds*; the
-action is decided in one place (``effective_action``).
+action is decided in one place (``effective_action``), and the policy-wide enforcement mode applied to
+it in one place (``violation``).
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from webhook.actions import enforced
 from webhook.engine.model.context import ClaimContext, Context, Finding
-from webhook.engine.model.decision import Action
+from webhook.engine.model.decision import Action, Violation
 from webhook.policy.compiled import Policy
 from webhook.policy.rule_catalog import catalog
 
@@ -99,6 +101,16 @@ def effective_action(
     if class_name is not None and class_name in settings.classes:
         return settings.classes[class_name]
     return settings.action or base
+
+
+def violation(
+    policy: Policy, rule_id: str, action: Action, path: str, message: str, exception: str | None = None
+) -> Violation:
+    """A finding's violation under the policy's enforcement mode (``settings.enforcement``): ``warn`` and
+    ``audit`` admit what the rule would deny, marked ``would_deny`` so that every surface (warnings, audit
+    annotations, metrics, ``check``, ``audit``) still says it; ``enforce`` leaves the action as it is."""
+    final = enforced(action, policy.settings.enforcement)
+    return Violation(rule_id, final, path, message, exception, would_deny=final is not action)
 
 
 def is_claim(ctx: Context | ClaimContext) -> bool:

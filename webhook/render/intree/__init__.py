@@ -3,9 +3,9 @@
 ``policy render --in-tree`` emits self-contained ValidatingAdmissionPolicies and bindings (labelled
 ``gpu-admission.io/in-tree: "true"``, no ``paramKind``: the policy's data is rendered into the CEL), and
 on clusters that serve them (``--kube-version 1.36`` and later, or ``settings.inTree.kubeVersion``; not
-with ``settings.inTree.mutating: false`` or ``--no-mutating``) MutatingAdmissionPolicies that place the
-common class pod. They go to their own file (``manifests/in-tree/``), never silently into an existing
-install. Modules:
+with ``settings.inTree.mutating: false``, ``--no-mutating`` or ``settings.mutation: off``)
+MutatingAdmissionPolicies that place the common class pod. They go to their own file
+(``manifests/in-tree/``), never silently into an existing install. Modules:
 
 * :mod:`.checks` — the catalogue: one entry per conservative part of a rule; rule groups
   :mod:`.intent`, :mod:`.entitlement`, :mod:`.placement`, :mod:`.devices`, :mod:`.scheduling`;
@@ -26,7 +26,8 @@ def render(policy: Policy, options: RenderOptions) -> list[K8sObject]:
     from webhook.render.intree import cost, mutating, vap
 
     objects = vap.render(policy, options)
-    if options.mutating and options.kube_version >= mutating.SERVED_FROM:
+    # settings.mutation: off places nothing, in the webhook or in-tree
+    if options.mutating and policy.settings.mutation == "apply" and options.kube_version >= mutating.SERVED_FROM:
         objects += mutating.render(policy, options)
     cost.check(objects)
     return objects

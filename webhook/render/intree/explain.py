@@ -129,12 +129,44 @@ def rows(policy: Policy | None = None) -> list[Row]:
         actions = (
             ", ".join(sorted(rule_actions(policy, rule_id))) if policy is not None else RULES[rule_id].default.value
         )
+        if policy is not None and policy.settings.enforcement != "enforce":
+            actions = actions.replace("deny", f"deny (enforcement {policy.settings.enforcement}: would deny)")
         if policy is not None and has and not any(_renders(policy, c) for c in has):
             status, rest = NO, f"nothing to render for this policy; {rest}"
         if policy is not None and actions == "off":
             status = "off"
         out.append(Row(rule_id, status, actions, part or "-", rest))
     return out
+
+
+def enforcement(policy: Policy) -> str:
+    """The policy-wide mode for ``--explain``: what a deny does, in the webhook and in-tree, and what is
+    placed; read before the table, since it changes every row whose action is deny."""
+    mode = policy.settings.enforcement
+    if mode == "enforce":
+        lines = ["enforcement: enforce (settings.enforcement): a rule's deny is a denial, in the webhook and in-tree"]
+    else:
+        binding = "Warn, Audit" if mode == "warn" else "Audit"
+        shown = "an admission warning and an audit annotation" if mode == "warn" else "an audit annotation only"
+        lines = [
+            f"enforcement: {mode} (settings.enforcement): nothing is denied; every finding a rule would deny is "
+            f"admitted with {shown}, marked 'would deny', counted in gpu_admission_would_deny_total; the in-tree "
+            f"deny policy binds [{binding}] and the validating webhook fails open (Ignore); the namespace label "
+            "guard still denies"
+        ]
+    if policy.settings.mutation == "off":
+        lines.append(
+            "mutation: off (settings.mutation): /mutate returns no patch; neither the mutating webhook nor "
+            "MutatingAdmissionPolicies are rendered"
+            + (
+                "; an unplaced class pod is denied (placement-missing)"
+                if mode == "enforce"
+                else "; a CREATE is judged as the patch would have left it (no placement-missing in-tree either)"
+            )
+        )
+    else:
+        lines.append("mutation: apply (settings.mutation): /mutate places class pods and raw requests")
+    return "\n".join(lines) + "\n"
 
 
 NOT_HONOURED = (

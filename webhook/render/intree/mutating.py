@@ -74,7 +74,7 @@ def _canonical(policy: Policy, cls: str, labels: dict[str, str]) -> list[dict[st
     pod = stored_pod(policy, cls)
     full = {"kubernetes.io/metadata.name": "in-tree-probe", **labels}
     decision = validate(policy, Request(pod, namespace="in-tree-probe", namespace_labels=full))
-    if not decision.allowed or not decision.patch:
+    if not decision.allowed or decision.would_deny or not decision.patch:  # what enforce admits, whatever the mode
         return None
     if not all(op["path"].startswith(ALLOWED) for op in decision.patch):
         return None

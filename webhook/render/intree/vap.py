@@ -1,7 +1,8 @@
 """Assemble the in-tree ValidatingAdmissionPolicies and their bindings from the check catalogue.
 
-One policy per action a check can have under this policy (``deny`` -> binding ``Deny``, ``warn`` ->
-``Warn``, ``audit`` -> ``Audit``), each with one validation per check: a rule whose action differs per
+One policy per action a check can have under this policy (``deny`` -> binding ``Deny``, or ``Warn`` and
+``Audit`` / ``Audit`` under ``settings.enforcement: warn`` / ``audit``; ``warn`` -> ``Warn``, ``audit`` ->
+``Audit``), each with one validation per check: a rule whose action differs per
 namespace or class appears in several, its CEL picking the namespaces and classes of each. The
 policies match what the validating webhook intercepts (same resources and operations, same
 namespaceSelector, same matchConditions), so they judge exactly the objects the webhook judges and
@@ -168,8 +169,25 @@ def validation(policy: Policy, check: Check, action: str) -> dict[str, str] | No
     return {"expression": expression, "message": f"[{check.rule}] {check.message}", "reason": "Forbidden"}
 
 
+def binding_actions(policy: Policy, action: str) -> list[str]:
+    """The binding's ``validationActions`` for the policy of ``action`` under ``settings.enforcement``: the
+    deny policy binds ``Deny`` under enforce, ``Warn`` and ``Audit`` under warn (the webhook's warnings
+    land in the audit log too), ``Audit`` under audit; the warn and audit policies bind as their names say."""
+    mode = policy.settings.enforcement
+    if action != "deny" or mode == "enforce":
+        return [ACTIONS[action]]
+    return ["Warn", "Audit"] if mode == "warn" else ["Audit"]
+
+
+def owed_placement(policy: Policy) -> bool:
+    """A CREATE owes the placement our patch gives, unless mutation is off under an observe mode: the
+    webhook then judges a CREATE as its patch would have left it, and so must the in-tree policy (under
+    enforce an unplaced pod is refused either way)."""
+    return policy.settings.mutation == "apply" or policy.settings.enforcement == "enforce"
+
+
 def render(policy: Policy, options: RenderOptions) -> list[K8sObject]:
-    checks = all_checks()
+    checks = [c for c in all_checks() if c.scope != "mutated-create" or owed_placement(policy)]
     rendered: dict[str, list[dict[str, str]]] = {}
     for action in ACTIONS:
         for c in checks:
@@ -210,7 +228,7 @@ def render(policy: Policy, options: RenderOptions) -> list[K8sObject]:
                 "apiVersion": "admissionregistration.k8s.io/v1",
                 "kind": "ValidatingAdmissionPolicyBinding",
                 "metadata": {"name": name, "labels": labels(options)},
-                "spec": {"policyName": name, "validationActions": [ACTIONS[action]]},
+                "spec": {"policyName": name, "validationActions": binding_actions(policy, action)},
             }
         )
     return out
