@@ -45,9 +45,10 @@ def strict_errors(obj: dict) -> list[str]:
 def gpu_pod(**annotations) -> dict:
     workload = annotations.pop("workload", "inference")
     limits = {"cpu": "2", "memory": "8Gi"}
+    gpus = annotations.get("gpus", "1")  # a written count that disagrees with the annotation is intent-invalid
     return pod(
         intent(workload, **annotations),
-        [container("server", limits={**limits, "nvidia.com/gpu": "1"}, requests={**limits, "nvidia.com/gpu": "1"})],
+        [container("server", limits={**limits, "nvidia.com/gpu": gpus}, requests={**limits, "nvidia.com/gpu": gpus})],
     )
 
 
