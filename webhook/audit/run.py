@@ -51,7 +51,7 @@ class Audit:
         labels = found.namespaces
         words = markers(self.policy, cluster)
         if self.baseline is not None:
-            words += markers(self.baseline, cluster)
+            words |= markers(self.baseline, cluster)
         if workers > 1:
             yield from self._parallel(Screen(words), _Verdicts(self, cluster, labels), workers)
             return
