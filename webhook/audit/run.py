@@ -17,11 +17,12 @@ from datetime import date
 from typing import Any
 
 from webhook.audit.baseline import compare
-from webhook.audit.inventory import Inventory
+from webhook.audit.inventory import Inventory, in_namespace
 from webhook.audit.judge import MIRROR_POD, NOT_GPU, NOT_INTERCEPTED, Judged, identity, judge
 from webhook.audit.screen import Screen, markers
 from webhook.audit.stored import controller_of, is_mirror_pod
 from webhook.check.runner import Status
+from webhook.engine.claim_object import is_claim_object
 from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.grants import GrantKeys
 from webhook.policy.compiled import Policy
@@ -49,6 +50,7 @@ class Audit:
         self.context_counts = found.counts()
         cluster = found.cluster()
         labels = found.namespaces
+        yield from self._claim_objects(cluster, labels)
         words = markers(self.policy, cluster)
         if self.baseline is not None:
             words |= markers(self.baseline, cluster)
@@ -60,6 +62,14 @@ class Audit:
                 yield Judged("", "", "", "", "", Status.SKIPPED, skip=NOT_GPU)
                 continue
             yield self.one(obj, cluster, labels)
+
+    def _claim_objects(self, cluster: Cluster, labels: dict[str, dict[str, str]]) -> Iterator[Judged]:
+        """The ResourceClaims and ResourceClaimTemplates read as context, each judged on its own: a template
+        created after the pod that names it was judged with no pod (``webhook.engine.claim_object``)."""
+        namespace = getattr(self.inventory, "namespace", None)
+        for obj in (*cluster.claim_templates.values(), *cluster.claims.values()):
+            if isinstance(obj, dict) and is_claim_object(obj) and in_namespace(obj, namespace):
+                yield self.one(obj, cluster, labels)
 
     def one(self, obj: dict[str, Any], cluster: Cluster, labels: dict[str, dict[str, str]]) -> Judged:
         new = _Verdicts(self, cluster, labels).verdict(obj)
