@@ -20,6 +20,7 @@ from webhook import yamlpos
 from webhook.audit.judge import NOT_GPU, judge
 from webhook.audit.screen import Screen, markers
 from webhook.check.runner import Status
+from webhook.engine.claim_object import is_claim_object
 from webhook.engine.model.cluster import EMPTY_CLUSTER
 
 ENCODINGS = {"yaml": yaml.safe_dump, "json": lambda obj: orjson.dumps(obj).decode("utf-8")}
@@ -35,6 +36,8 @@ def _check(policy, objects: list[tuple[str, dict]], encoding: str) -> int:
     screen = Screen(markers(policy, EMPTY_CLUSTER))
     relevant = 0
     for where, obj in objects:
+        if is_claim_object(obj):
+            continue  # judged with the context, never screened (webhook.audit.run)
         verdict = judge(policy, obj, cluster=EMPTY_CLUSTER, namespace_labels=None)
         if verdict.status is not Status.SKIPPED:
             relevant += 1

@@ -206,7 +206,12 @@ def test_claim_objects_are_judged_for_what_they_give_a_pod(tmp_path: Path) -> No
     snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [ns, template, plain, marked]}))
     ran = run_cli("--snapshot", snap, "--policy", POLICIES, "-o", "json")
     assert ran.code == 1, ran.err
-    results = {(r["kind"], r["name"]): r for r in json.loads(ran.out)["results"]}
+    listed = json.loads(ran.out)["results"]
+    results = {(r["kind"], r["name"]): r for r in listed}
+    assert len(listed) == len(results) == 3, "each claim object judged once (as context, not again as an item)"
+    for workers in ("1", "2"):
+        again = run_cli("--snapshot", snap, "--policy", POLICIES, "-o", "json", "--workers", workers)
+        assert len(json.loads(again.out)["results"]) == 3, workers
     assert results[("ResourceClaimTemplate", "watch")]["status"] == "denied"
     assert [v["rule"] for v in results[("ResourceClaimTemplate", "watch")]["violations"]] == ["privileged-gpu"]
     assert results[("ResourceClaimTemplate", "one")]["status"] == "admitted"

@@ -61,6 +61,8 @@ class Audit:
             if obj is None:  # the screen's: names nothing either policy could find relevant
                 yield Judged("", "", "", "", "", Status.SKIPPED, skip=NOT_GPU)
                 continue
+            if is_claim_object(obj):  # a snapshot's item: judged above, with the context
+                continue
             yield self.one(obj, cluster, labels)
 
     def _claim_objects(self, cluster: Cluster, labels: dict[str, dict[str, str]]) -> Iterator[Judged]:
@@ -90,6 +92,8 @@ class Audit:
         def jobs() -> Iterator[Ready[Any] | Task]:
             batch: list[Any] = []
             for unit in self.inventory.units(screen):
+                if isinstance(unit, dict) and is_claim_object(unit):
+                    continue  # judged with the context
                 if unit is None or isinstance(unit, dict):  # screened out, or an object judged here
                     if batch:
                         yield Task(_judge_units, (batch,), len(batch))
@@ -178,5 +182,6 @@ def _judge_units(units: list[Any]) -> list[tuple[Judged, tuple[str, str] | None]
     out: list[tuple[Judged, tuple[str, str] | None]] = []
     for unit in units:
         for obj in parse_unit(unit, _WORKER.namespace):
-            out.append((_WORKER.verdict(obj), controller_of(obj)))
+            if not is_claim_object(obj):  # judged with the context (Audit._claim_objects)
+                out.append((_WORKER.verdict(obj), controller_of(obj)))
     return out

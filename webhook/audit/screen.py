@@ -9,7 +9,7 @@ Nodes and DeviceClasses), never a hand list:
 - the intent prefix (``gpu-admission.io/``: the workload label, every intent key);
 - a GPU resource prefix of the policy, ``nvidia.com/``, a GPU-fraction annotation, the implicit
   DRA extended resource prefix, an extended resource name a DeviceClass of the cluster or the
-  policy maps, ``resourceClaims``; a claim object's ``deviceClassName``;
+  policy maps, ``resourceClaims`` (claim objects are judged with the context, never screened);
 - the roads onto a GPU pool (a CPU-only pod that can be scheduled there is judged for its device
   env): the key of every taint of every pool and of every Node of a pool (a toleration must name it);
   a toleration with no key and ``operator: Exists`` (it names no word, so the item's ``tolerations``
@@ -41,7 +41,6 @@ from webhook.engine.model.reach import FILTERING, KUBELET_FILTERING, node_pools,
 from webhook.policy.compiled import Policy
 
 TRIGGER_WORDS = ("privileged", "capabilities", "envFrom", "hostPath", *TOOLKIT_ENV)
-CLAIM_WORDS = ("ResourceClaim", "deviceClassName")  # a claim object is judged at CREATE too
 
 Taints = Iterable[tuple[str, str | None, str | None]]
 
@@ -66,7 +65,7 @@ class Markers:
 
 
 def markers(policy: Policy, cluster: Cluster) -> Markers:
-    words: list[str] = [f"{policy.settings.prefix}/", "nvidia.com/", "resourceClaims", IMPLICIT_PREFIX, *CLAIM_WORDS]
+    words: list[str] = [f"{policy.settings.prefix}/", "nvidia.com/", "resourceClaims", IMPLICIT_PREFIX]
     words += policy.gpu_prefixes
     words += policy.fraction_keys
     words += policy.dra.extended
