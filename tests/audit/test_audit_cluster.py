@@ -220,3 +220,21 @@ def test_progress_names_the_list_being_read(policy, apiserver: FakeAPIServer, ku
     assert "gpu-admission audit: 1 objects" in drawn and "now deployments.apps" in drawn
     assert re.search(r"now pods \(\d+ read, ~\d+ to go\)", drawn)  # remainingItemCount while pods are listed
     assert drawn.endswith("\r\x1b[2K")  # erased at the end
+
+
+def test_claim_templates_are_judged_once_from_the_api(apiserver: FakeAPIServer, tmp_path: Path) -> None:
+    """A template created after the pod that names it: listed as context, judged on its own, once."""
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "watch-gpus", "namespace": "team-a", "uid": "rct-1"},
+        "spec": {"spec": {"devices": {"requests": [
+            {"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "adminAccess": True}}
+        ]}}},
+    }
+    apiserver.add(template)
+    ran = run_cli("--kubeconfig", apiserver.kubeconfig(tmp_path), "--policy", POLICIES, "-o", "json")
+    found = [r for r in json.loads(ran.out)["results"] if r["kind"] == "ResourceClaimTemplate"]
+    assert [(r["name"], r["status"], [v["rule"] for v in r["violations"]]) for r in found] == [
+        ("watch-gpus", "denied", ["privileged-gpu"])
+    ]

@@ -178,3 +178,41 @@ def test_the_judgement_crosses_a_process_boundary(policy) -> None:
     j = judge(policy, obj, cluster=EMPTY_CLUSTER, namespace_labels=None)
     assert j.violations and pickle.loads(pickle.dumps(j)) == j
     assert pickle.loads(pickle.dumps(judge)) is judge
+
+
+def test_claim_objects_are_judged_for_what_they_give_a_pod(tmp_path: Path) -> None:
+    """A template created after the pod that names it was never judged with the pod: the audit judges
+    each stored ResourceClaim(Template) on its own (adminAccess: privileged-gpu). A claim carrying the
+    scheduler's extended-resource marker is not reported forged: who wrote it is not in the object."""
+    requests = [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com", "adminAccess": True}}]
+    template = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {"name": "watch", "namespace": "team-a", "uid": "t1"},
+        "spec": {"spec": {"devices": {"requests": requests}}},
+    }
+    plain = copy.deepcopy(template)
+    plain["metadata"].update(name="one", uid="t2")
+    del plain["spec"]["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"]
+    marked = {
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"name": "p-extended-resources-x", "namespace": "team-a", "uid": "c1",
+                     "annotations": {"resource.kubernetes.io/extended-resource-claim": "true"}},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+    }
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}
+    snap = tmp_path / "s.yaml"
+    snap.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": [ns, template, plain, marked]}))
+    ran = run_cli("--snapshot", snap, "--policy", POLICIES, "-o", "json")
+    assert ran.code == 1, ran.err
+    listed = json.loads(ran.out)["results"]
+    results = {(r["kind"], r["name"]): r for r in listed}
+    assert len(listed) == len(results) == 3, "each claim object judged once (as context, not again as an item)"
+    for workers in ("1", "2"):
+        again = run_cli("--snapshot", snap, "--policy", POLICIES, "-o", "json", "--workers", workers)
+        assert len(json.loads(again.out)["results"]) == 3, workers
+    assert results[("ResourceClaimTemplate", "watch")]["status"] == "denied"
+    assert [v["rule"] for v in results[("ResourceClaimTemplate", "watch")]["violations"]] == ["privileged-gpu"]
+    assert results[("ResourceClaimTemplate", "one")]["status"] == "admitted"
+    assert results[("ResourceClaim", "p-extended-resources-x")]["status"] == "admitted"

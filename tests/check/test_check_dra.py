@@ -166,3 +166,41 @@ def test_with_context_an_admin_access_template_is_privileged_gpu(tmp_path, capsy
     _code, report = _json(capsys, str(path), "--context", str(context))
     pod = next(r for r in _results(report) if r["kind"] == "Pod")
     assert "privileged-gpu" not in {v["rule"] for v in pod["violations"]}
+
+
+def test_a_template_is_judged_on_its_own_for_what_it_gives_a_pod(tmp_path, capsys):
+    """``check`` of a template alone (it may be applied after the pod that names it): ``adminAccess`` is
+    privileged-gpu; with a namespace whose pods all have a class maximum, ``allocationMode: All`` and a
+    count past every entitled class are gpu-count-exceeded."""
+    admin = yaml.safe_load(TEMPLATE)
+    admin["spec"]["spec"]["devices"]["requests"][0]["exactly"]["adminAccess"] = True
+    path = tmp_path / "template.yaml"
+    path.write_text(yaml.safe_dump(admin))
+    code, report = _json(capsys, str(path))
+    assert code == 1
+    (result,) = [r for r in _results(report) if r["kind"] == "ResourceClaimTemplate"]
+    assert [v["rule"] for v in result["violations"]] == ["privileged-gpu"], result
+    assert "adminAccess on a GPU" in result["violations"][0]["message"]
+
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[2] / "examples" / "dra-policy" / "policy.yaml"
+    policy = yaml.safe_load(example.read_text())
+    policy["spec"]["rules"]["raw-gpu-request"]["namespaces"] = [
+        {"selector": {"matchLabels": {"gpu-admission.io/raw-gpus": "denied"}}, "action": "deny"}
+    ]
+    policy_dir = tmp_path / "policy"
+    policy_dir.mkdir()
+    (policy_dir / "policy.yaml").write_text(yaml.safe_dump(policy))
+    labels = {"gpu-admission.io/tier": "serving", "gpu-admission.io/raw-gpus": "denied"}
+    context = tmp_path / "cluster.yaml"
+    context.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Namespace",
+                                       "metadata": {"name": "team-a", "labels": labels}}))
+    every = yaml.safe_load(TEMPLATE)
+    every["spec"]["spec"]["devices"]["requests"][0]["exactly"] = {"deviceClassName": "gpu.nvidia.com",
+                                                                   "allocationMode": "All"}
+    path.write_text(yaml.safe_dump_all([every, yaml.safe_load(TEMPLATE)]))
+    code, report = _json(capsys, str(path), "--policy", str(policy_dir), "--context", str(context))
+    assert code == 1
+    rules = [[v["rule"] for v in r["violations"]] for r in _results(report) if r["kind"] == "ResourceClaimTemplate"]
+    assert rules == [["gpu-count-exceeded"], ["gpu-count-exceeded"]], rules  # All, then 8 GPUs (at most 2)

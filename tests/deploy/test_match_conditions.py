@@ -43,12 +43,7 @@ def gpu_relevant(obj: dict[str, Any], policy) -> bool:
     if obj.get("apiVersion", "").startswith("resource.k8s.io/"):  # a claim object: what its rules read
         spec = obj.get("spec") or {}
         spec = spec.get("spec") or {} if obj["kind"] == "ResourceClaimTemplate" else spec
-        alternatives = [
-            a
-            for r in (spec.get("devices") or {}).get("requests") or []
-            for a in ([r["exactly"]] if "exactly" in r else r.get("firstAvailable") or [])
-        ]
-        return any("tolerations" in a or "capacity" in a for a in alternatives)
+        return bool((spec.get("devices") or {}).get("requests"))  # at CREATE, from a user: what a pod gets
     prefix = policy.settings.prefix + "/"
     kind = classify(obj)
     assert kind is not None
@@ -716,13 +711,14 @@ def _claim(kind: str = "ResourceClaim", *, marker: bool = False, **exactly: Any)
 
 ALICE = {"username": "alice", "groups": ["system:authenticated"]}
 SCHEDULER = {"username": "system:kube-scheduler", "groups": ["system:authenticated"]}
+CLAIM_CONTROLLER = {"username": "system:serviceaccount:kube-system:resourceclaim-controller", "groups": []}
 
 
 @pytest.mark.parametrize("kind", ["ResourceClaim", "ResourceClaimTemplate"])
 def test_claims_reach_validate_only_when_there_is_something_to_judge(webhooks, kind):
     val = webhooks["validating"]
     assert not webhooks["mutating"].matches_rules("resource.k8s.io", resource_of(_claim(kind))[2], "CREATE")
-    assert val.decide(_claim(kind), user_info=ALICE) == SKIP  # the usual claim: nothing to judge
+    assert val.decide(_claim(kind), user_info=CLAIM_CONTROLLER) == SKIP  # a template's copy: judged as the template
     assert val.decide(_claim(kind, marker=True), user_info=ALICE) == CALL
     assert val.decide(_claim(kind, tolerations=[{"operator": "Exists"}]), user_info=ALICE) == CALL
     assert val.decide(_claim(kind, capacity={"requests": {"memory": "4Gi"}}), user_info=ALICE) == CALL
@@ -742,6 +738,7 @@ def test_claims_reach_validate_only_when_there_is_something_to_judge(webhooks, k
     again["metadata"]["finalizers"] = ["resource.kubernetes.io/delete-protection"]
     assert val.decide(again, operation="UPDATE", old=marked, user_info=ALICE) == SKIP
     assert val.decide(_claim(kind, tolerations=[{"operator": "Exists"}]), operation="UPDATE", old=_claim(kind)) == SKIP
+    assert val.decide(_claim(kind, allocationMode="All"), operation="UPDATE", old=_claim(kind), user_info=ALICE) == SKIP
 
 
 def test_the_claim_condition_agrees_with_the_engine(webhooks, policy):
@@ -755,3 +752,19 @@ def test_the_claim_condition_agrees_with_the_engine(webhooks, policy):
     ):
         assert report(policy, Request(obj, namespace="team-a")).violations
         assert val.decide(obj, user_info=ALICE) == CALL
+
+
+@pytest.mark.parametrize("kind", ["ResourceClaim", "ResourceClaimTemplate"])
+def test_a_gpu_claim_created_after_its_pod_reaches_validate(webhooks, policy, kind):
+    """A template created after the pod that names it gives the pod its devices: its CREATE is judged for
+    what the pod would be (count, All, adminAccess, classes), so every claim object with a request is sent,
+    except the copies the resourceclaim controller makes of a template (judged when it was created)."""
+    val = webhooks["validating"]
+    for fields in ({"allocationMode": "All"}, {"count": 8}, {"adminAccess": True}, {}):
+        assert val.decide(_claim(kind, **fields), user_info=ALICE) == CALL, fields
+    assert val.decide(_claim(kind, adminAccess=True), user_info=CLAIM_CONTROLLER) == SKIP
+    assert val.decide(_claim(kind, marker=True), user_info=CLAIM_CONTROLLER) == CALL  # the marker: anyone's
+    empty = _claim(kind)
+    spec = empty["spec"] if kind == "ResourceClaim" else empty["spec"]["spec"]
+    spec["devices"]["requests"] = []
+    assert val.decide(empty, user_info=ALICE) == SKIP  # nothing asked: nothing to judge

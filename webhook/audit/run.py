@@ -19,12 +19,13 @@ from datetime import date
 from typing import Any
 
 from webhook.audit.baseline import compare
-from webhook.audit.inventory import Inventory
+from webhook.audit.inventory import Inventory, in_namespace
 from webhook.audit.judge import MIRROR_POD, NOT_GPU, NOT_INTERCEPTED, Judged, identity, judge
 from webhook.audit.owners import Owned, Owners
 from webhook.audit.screen import Screen, markers
 from webhook.audit.stored import controller_of, is_mirror_pod
 from webhook.check.runner import Status
+from webhook.engine.claim_object import is_claim_object
 from webhook.engine.model.cluster import Cluster
 from webhook.engine.model.grants import POD, GrantKeys, api_group
 from webhook.policy.compiled import Policy
@@ -55,9 +56,10 @@ class Audit:
         self.context_counts = found.counts()
         cluster = found.cluster()
         labels = found.namespaces
+        yield from self._claim_objects(cluster, labels)
         words = markers(self.policy, cluster)
         if self.baseline is not None:
-            words += markers(self.baseline, cluster)
+            words |= markers(self.baseline, cluster)
         if workers > 1:
             yield from self._parallel(Screen(words), _Verdicts(self, cluster, labels), workers)
             return
@@ -65,7 +67,17 @@ class Audit:
             if obj is None:  # the screen's: names nothing either policy could find relevant
                 yield Judged("", "", "", "", "", Status.SKIPPED, skip=NOT_GPU)
                 continue
+            if is_claim_object(obj):  # a snapshot's item: judged above, with the context
+                continue
             yield self.one(obj, cluster, labels)
+
+    def _claim_objects(self, cluster: Cluster, labels: dict[str, dict[str, str]]) -> Iterator[Judged]:
+        """The ResourceClaims and ResourceClaimTemplates read as context, each judged on its own: a template
+        created after the pod that names it was judged with no pod (``webhook.engine.claim_object``)."""
+        namespace = getattr(self.inventory, "namespace", None)
+        for obj in (*cluster.claim_templates.values(), *cluster.claims.values()):
+            if isinstance(obj, dict) and is_claim_object(obj) and in_namespace(obj, namespace):
+                yield self.one(obj, cluster, labels)
 
     def one(self, obj: dict[str, Any], cluster: Cluster, labels: dict[str, dict[str, str]]) -> Judged:
         new = self._believed(_Verdicts(self, cluster, labels).verdict(obj))
@@ -113,6 +125,8 @@ class Audit:
         def jobs() -> Iterator[Ready[Any] | Task]:
             batch: list[Any] = []
             for unit in self.inventory.units(screen):
+                if isinstance(unit, dict) and is_claim_object(unit):
+                    continue  # judged with the context
                 if unit is None or isinstance(unit, dict):  # screened out, or an object judged here
                     if batch:
                         yield Task(_judge_units, (batch,), len(batch))
@@ -202,5 +216,6 @@ def _judge_units(units: list[Any]) -> list[tuple[Judged, tuple[str, str] | None]
     out: list[tuple[Judged, tuple[str, str] | None]] = []
     for unit in units:
         for obj in parse_unit(unit, _WORKER.namespace):
-            out.append((_WORKER.verdict(obj), controller_of(obj)))
+            if not is_claim_object(obj):  # judged with the context (Audit._claim_objects)
+                out.append((_WORKER.verdict(obj), controller_of(obj)))
     return out

@@ -497,6 +497,8 @@ def _indent(text: str, by: str) -> str:
 CLAIM_GROUP = "resource.k8s.io"
 EXTENDED_RESOURCE_CLAIM = "resource.kubernetes.io/extended-resource-claim"
 SCHEDULER = "system:kube-scheduler"
+CLAIM_CONTROLLERS = ("system:serviceaccount:kube-system:resourceclaim-controller", "system:kube-controller-manager")
+"""Who writes the claims a pod's template entry makes: copies of a template judged when it was created."""
 
 
 def _claim_marked(obj: str) -> str:
@@ -513,15 +515,26 @@ def _claim_marked(obj: str) -> str:
 def claim_relevant(policy: Policy) -> str:
     """A ResourceClaim(Template) reaches ``/validate`` only when there is something to judge: the marker
     written by anyone but the scheduler (the scheduler's own claims never depend on the webhook), or, at
-    CREATE, a request with device-taint tolerations or capacity requests. On UPDATE (the spec is
-    immutable) only a marker the update adds: controllers' finalizer writes never reach it."""
-    asks = (
+    CREATE, a request with device-taint tolerations or capacity requests, or any request at all from
+    anyone but the resourceclaim controller (what a pod that names the object gets: a template may be
+    created after its pod, and only the engine can tell a GPU class). On UPDATE (the spec is immutable)
+    only a marker the update adds: controllers' finalizer writes never reach it."""
+    specs = (
         "(request.resource.resource == 'resourceclaimtemplates' ?\n"
         "    (has(object.spec) && has(object.spec.spec) ? [object.spec.spec] : []) :\n"
-        "    (has(object.spec) ? [object.spec] : [])).exists(s,\n"
+        "    (has(object.spec) ? [object.spec] : []))"
+    )
+    asks = (
+        f"{specs}.exists(s,\n"
         "  has(s.devices) && has(s.devices.requests) && s.devices.requests.exists(r,\n"
         "    (has(r.exactly) && (has(r.exactly.tolerations) || has(r.exactly.capacity))) ||\n"
         "    (has(r.firstAvailable) && r.firstAvailable.exists(a, has(a.tolerations) || has(a.capacity)))))"
+    )
+    controllers = ", ".join(cel_string(c) for c in CLAIM_CONTROLLERS)
+    requested = (
+        "!(has(request.userInfo) && has(request.userInfo.username) &&\n"
+        f"  request.userInfo.username in [{controllers}]) &&\n"
+        f"{specs}.exists(s, has(s.devices) && has(s.devices.requests) && size(s.devices.requests) > 0)"
     )
     return (
         "!(has(request.userInfo) && has(request.userInfo.username) &&\n"
@@ -530,7 +543,8 @@ def claim_relevant(policy: Policy) -> str:
         f"  {_indent(_claim_marked('object'), '  ')} &&\n"
         f"  !{_indent(_claim_marked('oldObject'), '  ')} :\n"
         f"  {_indent(_claim_marked('object'), '  ')} ||\n"
-        f"  {_indent(asks, '  ')})"
+        f"  {_indent(asks, '  ')} ||\n"
+        f"  ({_indent(requested, '  ')}))"
     )
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from webhook.engine.model import reach
-from webhook.engine.model.claims import EXTENDED_RESOURCE_CLAIM, ClaimRequest, ClaimResolver
+from webhook.engine.model.claims import EXTENDED_RESOURCE_CLAIM, UNRESOLVED, ClaimRequest, ClaimResolver
 from webhook.engine.model.cluster import EMPTY_CLUSTER, Cluster
 from webhook.engine.model.device_reach import has_trigger, may_reach_a_pool
 from webhook.engine.model.devices import PodResources, inspect_pod
@@ -227,9 +227,12 @@ class ClaimObject:
 
     @property
     def judged(self) -> bool:
-        """Something here for the claim rules: the scheduler's marker, or tolerations or capacity
-        requests of a request that may allocate GPUs. Any other claim is left alone (not relevant)."""
-        return EXTENDED_RESOURCE_CLAIM in self.annotations or any(r.tolerations or r.capacity for r in self.requests)
+        """Something here for the claim rules: the scheduler's marker, or a request that may allocate GPUs
+        (its count, ``All``, ``adminAccess``, classes, tolerations and capacity are what a pod that names
+        the object is judged for). Any other claim (a NIC, an IMEX channel) is left alone (not relevant)."""
+        return EXTENDED_RESOURCE_CLAIM in self.annotations or any(
+            r.tolerations or r.capacity or r.admin or r.families - {UNRESOLVED} for r in self.requests
+        )
 
 
 @dataclass(slots=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.context import ClaimContext, Context, Finding, TemplateState
 from webhook.engine.model.device_reach import (
     ADMIN_FIX,
     VISIBLE_DEVICES,
@@ -16,7 +16,8 @@ from webhook.engine.model.device_reach import (
     without_visible_devices,
 )
 from webhook.engine.model.pool_stack import cards_shared, cards_sliced
-from webhook.engine.rules.registry import rule
+from webhook.engine.rules import claim_entitlement
+from webhook.engine.rules.registry import CLAIM, POD, rule
 from webhook.engine.rules.resources import judged_pool
 from webhook.policy.model import QoS
 from webhook.quantity import QuantityError, parse_quantity
@@ -24,8 +25,12 @@ from webhook.quantity import QuantityError, parse_quantity
 
 @rule(
     "privileged-gpu",
+    subjects=(POD, CLAIM),
 )
-def privileged_gpu(ctx: Context) -> Iterable[Finding]:
+def privileged_gpu(ctx: Context | ClaimContext) -> Iterable[Finding]:
+    if isinstance(ctx, ClaimContext):
+        yield from claim_entitlement.admin_findings(ctx)
+        return
     for state in ctx.states:
         yield from _reach_findings(ctx, state)
         if ctx.stored and state.device_env and not state.tpl.virtual:

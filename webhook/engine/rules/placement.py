@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from webhook.engine.model import reach
-from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.context import ClaimContext, Context, Finding, TemplateState
 from webhook.engine.model.reach import normal_toleration, toleration_forms
-from webhook.engine.rules.registry import resolution_findings, rule
+from webhook.engine.rules import claim_entitlement
+from webhook.engine.rules.registry import CLAIM, POD, resolution_findings, rule
 from webhook.policy.compiled import CompiledPool, Policy
 from webhook.quantity import QuantityError, parse_quantity
 
@@ -49,8 +50,12 @@ def _term_targets(term: object, selector: dict[str, str]) -> bool:
 
 @rule(
     "pool-spoofing",
+    subjects=(POD, CLAIM),
 )
-def pool_spoofing(ctx: Context) -> Iterable[Finding]:
+def pool_spoofing(ctx: Context | ClaimContext) -> Iterable[Finding]:
+    if isinstance(ctx, ClaimContext):
+        yield from claim_entitlement.unserved_findings(ctx)
+        return
     yield from resolution_findings(ctx, "pool-spoofing")
     policy = ctx.policy
     for state in ctx.states:

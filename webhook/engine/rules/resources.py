@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from fractions import Fraction
 
-from webhook.engine.model.context import Context, Finding, TemplateState
+from webhook.engine.model.context import ClaimContext, Context, Finding, TemplateState
 from webhook.engine.model.devices import (
     HAMI,
     MIG,
@@ -22,8 +22,9 @@ from webhook.engine.model.devices import (
 )
 from webhook.engine.model.node_truth import advertised
 from webhook.engine.model.pool_stack import families_on
+from webhook.engine.rules import claim_entitlement
 from webhook.engine.rules.claims import claim_profiles
-from webhook.engine.rules.registry import resolution_findings, rule
+from webhook.engine.rules.registry import CLAIM, POD, resolution_findings, rule
 from webhook.policy import sizes
 from webhook.policy.compiled import CompiledPool, Policy
 from webhook.policy.model import Isolation
@@ -310,8 +311,12 @@ def _held(pod: PodResources, value, show, target: tuple[str, int] | None) -> tup
 
 @rule(
     "gpu-count-exceeded",
+    subjects=(POD, CLAIM),
 )
-def gpu_count_exceeded(ctx: Context) -> Iterable[Finding]:
+def gpu_count_exceeded(ctx: Context | ClaimContext) -> Iterable[Finding]:
+    if isinstance(ctx, ClaimContext):
+        yield from claim_entitlement.count_findings(ctx)
+        return
     yield from resolution_findings(ctx, "gpu-count-exceeded")
     for state in ctx.states:
         pod = state.judged
