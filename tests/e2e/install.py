@@ -115,14 +115,15 @@ def make_certs(directory: Path) -> Path:
     return directory
 
 
-def start_server(plane: Plane, policy_dir: Path, workdir: Path, *, extra: Iterable[str] = ()) -> Server:
+def start_server(plane: Plane, policy_dir: Path, workdir: Path, *, extra: Iterable[str] = (),
+                 port: int | None = None) -> Server:
     """``gpu-admission serve`` with the shipped ServiceAccount's token, namespaces/nodes/DRA from the plane."""
     workdir.mkdir(parents=True, exist_ok=True)
     certs = workdir / "certs"
     if not (certs / "tls.crt").exists():
         make_certs(certs)
     kubeconfig = plane.token_kubeconfig(sa_token(plane), "gpu-admission-sa")
-    port, metrics_port = free_port(), free_port()
+    port, metrics_port = port or free_port(), free_port()
     log = workdir / f"serve-{port}.log"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("PROMETHEUS_MULTIPROC_DIR", None)
