@@ -342,11 +342,11 @@ def _tolerates_taint(key: str, value: str | None, effect: str | None) -> str:
     )
 
 
-def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None) -> str | None:
-    """Template ``t`` gets past the taints of at least one of the pools ``names`` (every GPU pool when
-    None): it sets ``spec.nodeName`` (the kubelet admits it past ``NoSchedule`` taints, no scheduler
-    asked) or tolerates every filtering taint of such a pool; "true" when such a pool has no taint, None
-    when there is no such pool."""
+def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None, pod: str = "t") -> str | None:
+    """Template ``t`` (or the CEL variable ``pod`` names) gets past the taints of at least one of the pools
+    ``names`` (every GPU pool when None): it sets ``spec.nodeName`` (the kubelet admits it past
+    ``NoSchedule`` taints, no scheduler asked) or tolerates every filtering taint of such a pool; "true"
+    when such a pool has no taint, None when there is no such pool."""
     from webhook.engine.model.reach import FILTERING
 
     pools = []
@@ -356,14 +356,14 @@ def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None) -> st
         taints = [t for t in pool.taints if t[2] is None or t[2] in FILTERING]
         if not taints:
             return "true"
-        each = [f"t.spec.tolerations.exists(x,\n  {_indent(_tolerates_taint(*taint), '  ')})" for taint in taints]
+        each = [f"{pod}.spec.tolerations.exists(x,\n  {_indent(_tolerates_taint(*taint), '  ')})" for taint in taints]
         pools.append(" &&\n".join(each))
     if not pools:
         return None
     alternatives = " ||\n  ".join(f"({_indent(p, '  ')})" for p in dict.fromkeys(pools))
     return (
-        "((has(t.spec.nodeName) && t.spec.nodeName != '') ||\n"
-        f"  (has(t.spec.tolerations) && (\n    {_indent(alternatives, '  ')})))"
+        f"((has({pod}.spec.nodeName) && {pod}.spec.nodeName != '') ||\n"
+        f"  (has({pod}.spec.tolerations) && (\n    {_indent(alternatives, '  ')})))"
     )
 
 
@@ -534,6 +534,38 @@ def claim_relevant(policy: Policy) -> str:
     )
 
 
+# what a pod UPDATE may change of where the pod can run: tolerations (any pod), nodeSelector and node
+# affinity (a scheduling-gated pod, KEP-3838); nodeName is set by the binding, never by an UPDATE
+REACH_FIELDS = ("tolerations", "nodeSelector", "affinity")
+
+
+def pod_update_changes_reach(policy: Policy) -> str | None:
+    """A Pod UPDATE that changes what the pod can reach (:data:`REACH_FIELDS`, or the removal of its last
+    scheduling gate, which makes it schedulable) and leaves it able to get past a GPU pool's taints. A
+    pod without GPU resources created with no toleration was never GPU-relevant, so its containers never
+    got ``NVIDIA_VISIBLE_DEVICES=void``; the engine judges the reach it gains (and says to re-create the
+    pod: env cannot change by UPDATE). Other pod UPDATEs (labels, a bound pod's status-like writes) stay
+    away, and CREATEs are untouched."""
+    tolerates = _tolerates_a_pool(policy, pod="object")
+    if tolerates is None:
+        return None
+    changed = " ||\n".join(
+        f"has(object.spec.{f}) != has(oldObject.spec.{f}) ||\n"
+        f"  (has(object.spec.{f}) && object.spec.{f} != oldObject.spec.{f})"
+        for f in REACH_FIELDS
+    )
+    ungated = (
+        "(has(oldObject.spec.schedulingGates) && size(oldObject.spec.schedulingGates) > 0 &&\n"
+        "  !(has(object.spec.schedulingGates) && size(object.spec.schedulingGates) > 0))"
+    )
+    return (
+        "(request.operation == 'UPDATE' && request.resource.resource == 'pods' && request.resource.group == '' &&\n"
+        "  !(oldObject == null) && has(object.spec) && has(oldObject.spec) &&\n"
+        f"  ({_indent(changed, '    ')} ||\n    {_indent(ungated, '    ')}) &&\n"
+        f"  {_indent(tolerates, '  ')})"
+    )
+
+
 def gpu_relevant(policy: Policy, webhook: WebhookName) -> str:
     """Only GPU-relevant objects reach the webhook: a GPU trigger the engine knows (an intent label,
     a GPU-family resource, a claim, a GPU-fraction annotation, a way past the device grant in a
@@ -544,7 +576,10 @@ def gpu_relevant(policy: Policy, webhook: WebhookName) -> str:
     templates = f"(!has(object.spec) ? [] :\n  {chain}[]\n)"
     tests = [t for t in (test(policy) for test in TEMPLATE_TESTS) if t]
     per_template = " ||\n  ".join(_indent(t, "  ") for t in tests)
-    workloads = " ||\n".join([*_object_tests(policy), f"{templates}.exists(t,\n  {per_template})"])
+    reach = pod_update_changes_reach(policy)
+    workloads = " ||\n".join(
+        [*_object_tests(policy), *([reach] if reach else []), f"{templates}.exists(t,\n  {per_template})"]
+    )
     # the conditional binds loosest: everything after ':' is the workloads' test, unchanged
     claims = _indent(claim_relevant(policy), "  ")
     return f"request.resource.group == {cel_string(CLAIM_GROUP)} ? (\n  {claims}\n) :\n{workloads}"
