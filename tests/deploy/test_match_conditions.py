@@ -864,3 +864,51 @@ def test_the_claim_condition_agrees_with_the_engine(webhooks, policy):
     ):
         assert report(policy, Request(obj, namespace="team-a")).violations
         assert val.decide(obj, user_info=ALICE) == CALL
+
+
+# --- cost: what the CEL does not read, it forwards ---------------------------------------------------
+
+
+def _past(what: str) -> dict[str, Any]:
+    """A CPU-only pod (tolerating the GPU taint, for the fields read only then) with one more ``what``
+    than the conditions read."""
+    from webhook.render.webhooks import MANY
+
+    n = MANY[what] + 1
+    c: dict[str, Any] = {"name": "main", "image": "busybox"}
+    spec: dict[str, Any] = {"containers": [c], "tolerations": copy.deepcopy(GPU_TAINT)}
+    labels: dict[str, str] = {}
+    if what == "containers":
+        spec["containers"] = [{"name": f"c{i}", "image": "busybox"} for i in range(n)]
+    elif what == "resources":
+        c["resources"] = {"limits": {f"example.com/r{i}": "1" for i in range(n)}}
+    elif what == "metadata":
+        labels = {f"l{i}": "v" for i in range(n)}
+    elif what == "tolerations":
+        spec["tolerations"] = [{"key": f"k{i}", "operator": "Exists"} for i in range(n)]
+    elif what == "env":
+        c["env"] = [{"name": f"E{i}", "value": "v"} for i in range(n)]
+    elif what == "volumes":
+        spec["volumes"] = [{"name": f"v{i}", "emptyDir": {}} for i in range(n)]
+    return make("Pod", spec, labels=labels)
+
+
+@pytest.mark.parametrize("what", ["containers", "resources", "metadata", "tolerations", "env", "volumes"])
+def test_lists_past_what_the_cel_reads_are_forwarded_and_the_engine_decides(webhooks, policy, what):
+    """cel-go charges every step, and the apiserver stops an expression at 1,000,000: every list the
+    conditions walk is bounded, and one longer than the bound is forwarded unread (at UPDATE for the
+    fields only read then), never skipped and never an evaluation error; the engine then admits the
+    CPU-only pod it is."""
+    obj = _past(what)
+    old = copy.deepcopy(obj)
+    old["metadata"].setdefault("annotations", {})["gpu-admission.io/gpus"] = "1"  # an UPDATE that is sent
+    outcome = webhooks["validating"].evaluate(obj, operation="UPDATE", old=old)
+    if what == "tolerations":  # read as tolerating every taint: sent at CREATE, as a pool's toleration is
+        outcome = webhooks["validating"].evaluate(obj)
+    assert not outcome.errors and outcome.results["gpu-relevant"] is True, (what, outcome.results)
+    control = copy.deepcopy(obj)  # tolerating nothing, the same pod is never sent
+    del control["spec"]["tolerations"]
+    if what in ("env", "volumes", "tolerations"):
+        assert webhooks["validating"].decide(control, operation="UPDATE", old=control) == SKIP, what
+    decision = report(policy, Request(obj, namespace="team-a"))
+    assert decision.allowed, [v.render() for v in decision.violations]
