@@ -277,7 +277,8 @@ MANY = {
 def _bounded(items: str, var: str, what: str, test: str) -> str:
     """``items.exists(var, test)``, or true when ``items`` is longer than :data:`MANY` allows."""
     many = var * 2  # "as" (a capability list) is a reserved word in CEL
-    return f"[{items}].exists({many}, size({many}) > {MANY[what]} || {many}.exists({var}, {test}))"
+    sep = "" if test.startswith("\n") else " "
+    return f"[{items}].exists({many}, size({many}) > {MANY[what]} || {many}.exists({var},{sep}{test}))"
 
 
 def _intent_key_in(meta: str, policy: Policy) -> str:
