@@ -258,7 +258,11 @@ def run_lint(args: argparse.Namespace) -> int:
             print(f"gpu-admission: --context: {exc}", file=sys.stderr)
             return 2
         nodes, classes = tuple(cluster.nodes.values()), dict(cluster.device_classes)
-    report = lint_path(args.dir, nodes, datetime.now(UTC).date(), classes)
+    report = lint_path(args.dir, nodes, datetime.now(UTC).date())
+    if classes and not report.unreadable:
+        from webhook.lint import device_classes
+
+        report.findings.extend(device_classes.findings(args.dir, classes))
     out = sys.stdout
     if args.output == "json":
         json.dump({**report.as_dict(), "strict": args.strict, "exitCode": report.exit_code(args.strict)}, out, indent=2)

@@ -144,14 +144,9 @@ class LintReport:
         }
 
 
-def lint_path(
-    path: str | Path,
-    nodes: Sequence[Mapping[str, Any]] = (),
-    today: date | None = None,
-    device_classes: Mapping[str, Mapping[str, Any]] | None = None,
-) -> LintReport:
-    """Read, load and lint a policy directory (or a single file); ``nodes`` and ``device_classes`` from
-    ``--context``, ``today`` dates the exception checks."""
+def lint_path(path: str | Path, nodes: Sequence[Mapping[str, Any]] = (), today: date | None = None) -> LintReport:
+    """Read, load and lint a policy directory (or a single file); ``nodes`` from ``--context``, ``today``
+    dates the exception checks."""
     report = LintReport(str(path))
     try:
         files = policy_files(path)
@@ -170,7 +165,7 @@ def lint_path(
             report.findings.append(LintFinding(PolicyIssue(str(file), 0, 0, "", f"cannot read: {exc}")))
     if report.unreadable:
         return report
-    report.findings.extend(lint_texts(texts, nodes, today, device_classes))
+    report.findings.extend(lint_texts(texts, nodes, today))
     report.findings.extend(_in_tree_stale(Path(path), texts))
     return report
 
@@ -221,10 +216,7 @@ def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFin
 
 
 def lint_texts(
-    texts: Sequence[tuple[str, str]],
-    nodes: Sequence[Mapping[str, Any]] = (),
-    today: date | None = None,
-    device_classes: Mapping[str, Mapping[str, Any]] | None = None,
+    texts: Sequence[tuple[str, str]], nodes: Sequence[Mapping[str, Any]] = (), today: date | None = None
 ) -> list[LintFinding]:
     """Loader errors if the policy does not load; otherwise the warnings on the loaded policy. Without
     ``today`` the exceptions' dates are not judged (the CLI passes the UTC date)."""
@@ -233,33 +225,8 @@ def lint_texts(
     except PolicyError as exc:
         return [LintFinding(i) for i in exc.issues]
     locator = Locator(texts)
-    warnings = [*policy_warnings(policy, nodes, today), *_device_classes_unrendered(policy, device_classes or {})]
-    findings = [LintFinding(w.at(locator), w.code) for w in warnings]
+    findings = [LintFinding(w.at(locator), w.code) for w in policy_warnings(policy, nodes, today)]
     return sorted(findings, key=lambda f: (f.issue.file, f.issue.line, f.issue.column, f.code))
-
-
-def _device_classes_unrendered(policy: Policy, device_classes: Mapping[str, Mapping[str, Any]]) -> Iterator[Warning_]:
-    """A cluster DeviceClass that maps an extended resource the policy does not know: the engine counts a
-    pod asking for it as a GPU pod (through the class), but the rendered matchConditions, made from the
-    policy alone, do not send it, so it is stored unjudged."""
-    from webhook.policy.dra import cluster_extended
-    from webhook.render.webhooks import extended_names
-
-    known = set(extended_names(policy))
-    for resource, name in sorted(cluster_extended(device_classes).items()):
-        if resource in known or policy.is_gpu_resource(resource) or resource.startswith(
-            "deviceclass.resource.kubernetes.io/"
-        ):
-            continue
-        yield Warning_(
-            "device-class-unrendered",
-            ("deviceClasses",),
-            f"DeviceClass {name!r} of the cluster maps extended resource {resource!r}, which the webhook "
-            "configurations rendered from this policy do not send to the webhooks: pods asking for it are "
-            "stored unjudged",
-            f"render with `gpu-admission policy render --cluster-objects FILE` (the DeviceClass objects), or "
-            f"add {name!r} to spec.deviceClasses with extendedResourceName: {resource}",
-        )
 
 
 # --- positions -------------------------------------------------------------------------------------
