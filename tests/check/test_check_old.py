@@ -178,3 +178,29 @@ def test_a_broken_old_file_is_bad_input_with_file_and_line(tmp_path, capsys, tex
     code = main(["check", str(new_path), "--old", str(old_path), "--policy", str(POLICIES)])
     err = capsys.readouterr().err
     assert code == 2 and message in err and "old.yaml" in err and "Traceback" not in err
+
+
+CUDA_POD = {
+    "apiVersion": "v1",
+    "kind": "Pod",
+    "metadata": {"name": "cuda", "namespace": "team"},
+    "spec": {
+        "schedulingGates": [{"name": "example.com/hold"}],
+        "containers": [{"name": "main", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"}],
+    },
+}
+
+
+def test_a_cpu_pod_that_gains_a_gpu_pools_reach_by_update_is_denied(tmp_path, capsys):
+    """Issue 41 item 1, offline: the CUDA pod created with no toleration gains a GPU pool's toleration
+    and (gated) nodeSelector; its env cannot change any more, so the answer says to re-create it."""
+    new = copy.deepcopy(CUDA_POD)
+    new["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    new["spec"]["nodeSelector"] = {"workload": "gpu-dev"}
+    old_path, new_path, ns = _files(tmp_path, CUDA_POD, new)
+    code, result = _check_json(capsys, POLICIES, new_path, old_path, ns)
+    assert code == 1 and result["operation"] == "UPDATE" and result["status"] == "denied", result
+    found = [v for v in result["violations"] if v["rule"] == "privileged-gpu"]
+    assert found and "re-create the pod" in found[0]["message"]
+    code, result = _check_json(capsys, POLICIES, old_path, old_path, ns)
+    assert code == 0, "the pod as created is not GPU-relevant"

@@ -685,6 +685,115 @@ def test_the_cel_forwards_every_cpu_template_the_engine_judges(webhooks, policy)
     forwarded()
 
 
+# --- a pod UPDATE that changes what the pod can reach (issue 41, item 1) ---------------------------------
+
+CUDA_IMAGE = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"
+GATES = [{"name": "example.com/hold"}]
+TRAIN_TAINT = {"key": "workload", "operator": "Equal", "value": "gpu-train", "effect": "NoSchedule"}
+SERVING = {"gpu-admission.io/tier": "serving"}
+
+
+def _cuda_pod(**spec: Any) -> dict[str, Any]:
+    """A pod with no GPU resources of a CUDA image (its own NVIDIA_VISIBLE_DEVICES=all)."""
+    return make("Pod", {"containers": [{"name": "main", "image": CUDA_IMAGE}], **spec})
+
+
+def _engine_update(policy, new: dict[str, Any], old: dict[str, Any]):
+    return report(
+        policy, Request(new, operation="UPDATE", old_object=old, namespace="team-a", namespace_labels=SERVING)
+    )
+
+
+@pytest.mark.parametrize(
+    ("what", "change"),
+    [
+        ("tolerations", lambda s: s.__setitem__("tolerations", copy.deepcopy(GPU_TAINT))),
+        ("blanket toleration", lambda s: s.__setitem__("tolerations", copy.deepcopy(BLANKET))),
+        ("training pool", lambda s: s.__setitem__("tolerations", [*GPU_TAINT, TRAIN_TAINT])),
+        (
+            "gated: tolerations and nodeSelector",
+            lambda s: s.update(tolerations=copy.deepcopy(GPU_TAINT), nodeSelector={"workload": "gpu-dev"}),
+        ),
+    ],
+)
+def test_a_cpu_pod_gaining_a_gpu_pools_reach_by_update_reaches_validate(webhooks, policy, what, change):
+    """The attack: created with no toleration (neither webhook called, so no device void), the pod gains a
+    GPU pool's tolerations (and, gated, its selector) by UPDATE. The validating webhook is called and
+    the engine denies; the mutating webhook never sees a pod UPDATE."""
+    old = _cuda_pod(schedulingGates=copy.deepcopy(GATES))
+    for hook in _hooks_for(webhooks, old):
+        assert hook.decide(old) == SKIP, hook.name
+    new = copy.deepcopy(old)
+    change(new["spec"])
+    outcome = webhooks["validating"].evaluate(new, operation="UPDATE", old=old)
+    assert not outcome.errors and outcome.decision == CALL, (what, outcome.results)
+    assert not webhooks["mutating"].matches_rules("", "pods", "UPDATE")
+    decision = _engine_update(policy, new, old)
+    assert not decision.allowed and "re-create the pod" in decision.denials[0].message, what
+
+
+def test_removing_the_last_gate_of_a_pod_that_can_reach_a_gpu_pool_reaches_validate(webhooks):
+    old = _cuda_pod(schedulingGates=copy.deepcopy(GATES), tolerations=copy.deepcopy(GPU_TAINT))
+    ungated = copy.deepcopy(old)
+    del ungated["spec"]["schedulingGates"]
+    assert webhooks["validating"].decide(ungated, operation="UPDATE", old=old) == CALL
+    emptied = copy.deepcopy(old)
+    emptied["spec"]["schedulingGates"] = []
+    assert webhooks["validating"].decide(emptied, operation="UPDATE", old=old) == CALL
+    still = copy.deepcopy(old)
+    still["spec"]["schedulingGates"] = [*GATES, {"name": "other"}]
+    assert webhooks["validating"].decide(still, operation="UPDATE", old=old) == SKIP, "still gated, same reach"
+    quiet = _cuda_pod(schedulingGates=copy.deepcopy(GATES))  # tolerates no GPU taint: reaches no GPU pool
+    ungated_quiet = copy.deepcopy(quiet)
+    del ungated_quiet["spec"]["schedulingGates"]
+    assert webhooks["validating"].decide(ungated_quiet, operation="UPDATE", old=quiet) == SKIP
+
+
+def test_reach_changes_that_reach_no_gpu_pool_and_other_updates_stay_away(webhooks):
+    old = _cuda_pod(schedulingGates=copy.deepcopy(GATES))
+    other = copy.deepcopy(old)
+    other["spec"]["tolerations"] = [{"key": "spot", "operator": "Exists", "effect": "NoSchedule"}]
+    other["spec"]["nodeSelector"] = {"zone": "a"}
+    assert webhooks["validating"].decide(other, operation="UPDATE", old=old) == SKIP
+    tolerant = _cuda_pod(tolerations=copy.deepcopy(GPU_TAINT), nodeName="gpu-node-1")
+    relabelled = copy.deepcopy(tolerant)
+    relabelled["metadata"]["labels"] = {"team": "b"}
+    assert webhooks["validating"].decide(relabelled, operation="UPDATE", old=tolerant) == SKIP
+
+
+def _reach_change_strategy(policy):
+    taint = _toleration_strategy(policy)
+    selector = st.dictionaries(st.sampled_from(["workload", "zone"]), st.sampled_from(["gpu-dev", "gpu-train", "a"]))
+    return st.fixed_dictionaries(
+        {},
+        optional={
+            "tolerations": st.lists(taint, max_size=3),
+            "nodeSelector": selector,
+            "schedulingGates": st.sampled_from([[], copy.deepcopy(GATES)]),
+        },
+    )
+
+
+def test_the_cel_forwards_every_pod_update_the_engine_denies(webhooks, policy):
+    """For any old and new reach of a CPU-only pod (tolerations of every operator, effect, key and value
+    the policy's taints use, selectors, gates), an UPDATE the engine denies is forwarded: the CEL is a
+    superset of the engine for pod UPDATEs as for CREATEs."""
+
+    @settings(max_examples=300, derandomize=True, database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(_reach_change_strategy(policy), _reach_change_strategy(policy), st.booleans())
+    @example({"schedulingGates": GATES}, {"tolerations": BLANKET}, False)
+    @example({"schedulingGates": GATES, "tolerations": GPU_TAINT}, {"tolerations": GPU_TAINT}, False)
+    def forwarded(before, after, privileged):
+        fields = {"securityContext": {"privileged": True}} if privileged else {}
+        old = _cpu("Pod", {"image": CUDA_IMAGE, **fields}, {}, **copy.deepcopy(before))
+        new = _cpu("Pod", {"image": CUDA_IMAGE, **fields}, {}, **copy.deepcopy(after))
+        if not _engine_update(policy, new, old).allowed:
+            outcome = webhooks["validating"].evaluate(new, operation="UPDATE", old=old)
+            assert not outcome.errors and outcome.decision == CALL, (before, after, outcome.results)
+
+    forwarded()
+
+
 # --- DRA claims on their own ---------------------------------------------------------------------------
 
 MARKER = "resource.kubernetes.io/extended-resource-claim"
@@ -768,3 +877,51 @@ def test_a_gpu_claim_created_after_its_pod_reaches_validate(webhooks, policy, ki
     spec = empty["spec"] if kind == "ResourceClaim" else empty["spec"]["spec"]
     spec["devices"]["requests"] = []
     assert val.decide(empty, user_info=ALICE) == SKIP  # nothing asked: nothing to judge
+
+
+# --- cost: what the CEL does not read, it forwards ---------------------------------------------------
+
+
+def _past(what: str) -> dict[str, Any]:
+    """A CPU-only pod (tolerating the GPU taint, for the fields read only then) with one more ``what``
+    than the conditions read."""
+    from webhook.render.webhooks import MANY
+
+    n = MANY[what] + 1
+    c: dict[str, Any] = {"name": "main", "image": "busybox"}
+    spec: dict[str, Any] = {"containers": [c], "tolerations": copy.deepcopy(GPU_TAINT)}
+    labels: dict[str, str] = {}
+    if what == "containers":
+        spec["containers"] = [{"name": f"c{i}", "image": "busybox"} for i in range(n)]
+    elif what == "resources":
+        c["resources"] = {"limits": {f"example.com/r{i}": "1" for i in range(n)}}
+    elif what == "metadata":
+        labels = {f"l{i}": "v" for i in range(n)}
+    elif what == "tolerations":
+        spec["tolerations"] = [{"key": f"k{i}", "operator": "Exists"} for i in range(n)]
+    elif what == "env":
+        c["env"] = [{"name": f"E{i}", "value": "v"} for i in range(n)]
+    elif what == "volumes":
+        spec["volumes"] = [{"name": f"v{i}", "emptyDir": {}} for i in range(n)]
+    return make("Pod", spec, labels=labels)
+
+
+@pytest.mark.parametrize("what", ["containers", "resources", "metadata", "tolerations", "env", "volumes"])
+def test_lists_past_what_the_cel_reads_are_forwarded_and_the_engine_decides(webhooks, policy, what):
+    """cel-go charges every step, and the apiserver stops an expression at 1,000,000: every list the
+    conditions walk is bounded, and one longer than the bound is forwarded unread (at UPDATE for the
+    fields only read then), never skipped and never an evaluation error; the engine then admits the
+    CPU-only pod it is."""
+    obj = _past(what)
+    old = copy.deepcopy(obj)
+    old["metadata"].setdefault("annotations", {})["gpu-admission.io/gpus"] = "1"  # an UPDATE that is sent
+    outcome = webhooks["validating"].evaluate(obj, operation="UPDATE", old=old)
+    if what == "tolerations":  # read as tolerating every taint: sent at CREATE, as a pool's toleration is
+        outcome = webhooks["validating"].evaluate(obj)
+    assert not outcome.errors and outcome.results["gpu-relevant"] is True, (what, outcome.results)
+    control = copy.deepcopy(obj)  # tolerating nothing, the same pod is never sent
+    del control["spec"]["tolerations"]
+    if what in ("env", "volumes", "tolerations"):
+        assert webhooks["validating"].decide(control, operation="UPDATE", old=control) == SKIP, what
+    decision = report(policy, Request(obj, namespace="team-a"))
+    assert decision.allowed, [v.render() for v in decision.violations]

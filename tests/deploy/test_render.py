@@ -197,7 +197,8 @@ def test_resource_sources_extend_the_rules(policy, monkeypatch):
     validating = hooks.rules(policy, "validating")
     pods = [r for r in validating if r["resources"] == ["pods"]]
     assert pods == [{**pods[0], "operations": ["CREATE", "UPDATE"]}]  # the built-in entry won
-    monkeypatch.setattr(hooks, "TEMPLATE_TESTS", [*hooks.TEMPLATE_TESTS, lambda p: "has(t.spec.resourceClaims)"])
+    extra_test = lambda p, mapped: "has(t.spec.resourceClaims)"  # noqa: E731
+    monkeypatch.setattr(hooks, "TEMPLATE_TESTS", [*hooks.TEMPLATE_TESTS, extra_test])
     assert "has(t.spec.resourceClaims)" in hooks.gpu_relevant(policy, "validating")
 
 

@@ -422,3 +422,39 @@ def test_a_cpu_only_privileged_pod_is_denied_only_where_it_can_reach_sliced_card
     sent = review(cpu_pod(), namespace=objects.SERVING_NS)  # tolerates no GPU taint: not ours to judge
     _, doc = client.post_review("validate", sent)
     assert check_response(doc, sent, "validate") == {"uid": sent["request"]["uid"], "allowed": True}
+
+
+def test_a_cpu_pod_that_gains_a_gpu_pools_reach_by_update_is_denied_through_the_rendered_conditions(
+    client: ApiserverClient,
+):
+    """Issue 41 item 1 through the live server, as the apiserver would route it: the rendered
+    matchConditions (emulated with cel-python) decide whether each review is sent at all. The CUDA pod
+    created with no toleration is sent to neither webhook; the UPDATE that gives it a sliced pool's
+    toleration and (gated) selector is sent to /validate and denied, saying to re-create the pod; a
+    relabelling UPDATE is not sent."""
+    from tests.deploy.cel_match import CALL, SKIP, Webhook
+    from webhook.render import render
+
+    docs = render(load_policy(POLICIES))
+    hooks = {d["kind"]: Webhook(d["webhooks"][0]) for d in docs if d["kind"].endswith("WebhookConfiguration")}
+    mutating, validating = hooks["MutatingWebhookConfiguration"], hooks["ValidatingWebhookConfiguration"]
+    pod = {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "cuda", "namespace": objects.SERVING_NS},
+        "spec": {"schedulingGates": [{"name": "example.com/hold"}],
+                 "containers": [{"name": "main", "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04"}]},
+    }  # fmt: skip
+    assert mutating.decide(pod) == SKIP and validating.decide(pod) == SKIP, "stored unjudged, as before"
+    reached = copy.deepcopy(pod)
+    reached["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    reached["spec"]["nodeSelector"] = {"workload": "gpu-dev"}
+    assert validating.decide(reached, operation="UPDATE", old=pod) == CALL
+    sent = review(reached, namespace=objects.SERVING_NS, operation="UPDATE", old=pod)
+    _, doc = client.post_review("validate", sent)
+    response = check_response(doc, sent, "validate")
+    assert response["allowed"] is False and response["status"]["code"] == 403
+    message = response["status"]["message"]
+    assert message.startswith("[privileged-gpu] container 'main' holds no GPU"), message
+    assert "re-create the pod" in message and "dev-cgpu" in message, message
+    relabelled = copy.deepcopy(pod)
+    relabelled["metadata"]["labels"] = {"team": "b"}
+    assert validating.decide(relabelled, operation="UPDATE", old=pod) == SKIP

@@ -506,7 +506,8 @@ CASES: dict[str, tuple[str, str, str, str]] = {
 
 def test_every_warning_code_has_a_case():
     # pool-nodes-disagree needs Node objects (--context): tests/workflow/test_lint_context.py
-    assert set(CASES) | {"pool-nodes-disagree"} == set(WARNING_CODES)
+    # device-class-unrendered needs DeviceClass objects (--context): tests/deploy/test_cluster_device_classes.py
+    assert set(CASES) | {"pool-nodes-disagree", "device-class-unrendered"} == set(WARNING_CODES)
 
 
 @pytest.mark.parametrize("code", sorted(CASES))

@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
         default=[],
         metavar="FILE",
         help="Node objects (e.g. `kubectl get nodes -o yaml`): report pools whose nodes advertise other MIG "
-        "devices or another nvidia.com/mig.config than the policy states; a file or directory, repeatable",
+        "devices or another nvidia.com/mig.config than the policy states; DeviceClass objects: report extended "
+        "resources they map that the rendered webhooks do not know; a file or directory, repeatable",
     )
     lint.set_defaults(handler=run_lint)
 
@@ -145,7 +146,9 @@ def register(sub: Any) -> None:
         default=[],
         metavar="FILE",
         help="Namespace objects (e.g. `kubectl get ns -o yaml`): each gets its per-namespace objects, its "
-        "entitlement judged from its labels; repeatable",
+        "entitlement judged from its labels; DeviceClass objects (`kubectl get deviceclasses -o yaml`): the "
+        "extended resources they map (spec.extendedResourceName) reach the webhooks like the policy's own; "
+        "repeatable",
     )
     render.add_argument("--webhook-namespace", default="gpu-admission", metavar="NS", help="where the webhook runs")
     render.add_argument(
@@ -257,16 +260,22 @@ def run_lint(args: argparse.Namespace) -> int:
     from webhook.lint.checks import lint_path
 
     nodes: tuple[Any, ...] = ()
+    classes: dict[str, Any] = {}
     if args.context:
         from webhook.check.context import ContextError, from_files
         from webhook.check.inputs import read_sources
 
         try:
-            nodes = tuple(from_files(read_sources(args.context), "default").nodes.values())
+            cluster = from_files(read_sources(args.context), "default")
         except ContextError as exc:
             print(f"gpu-admission: --context: {exc}", file=sys.stderr)
             return 2
+        nodes, classes = tuple(cluster.nodes.values()), dict(cluster.device_classes)
     report = lint_path(args.dir, nodes, datetime.now(UTC).date())
+    if classes and not report.unreadable:
+        from webhook.lint import device_classes
+
+        report.findings.extend(device_classes.findings(args.dir, classes))
     out = sys.stdout
     if args.output == "json":
         json.dump({**report.as_dict(), "strict": args.strict, "exitCode": report.exit_code(args.strict)}, out, indent=2)
@@ -495,15 +504,19 @@ def run_render(args: argparse.Namespace) -> int:
         return EXIT_UNUSABLE
     namespaces = tuple(dict.fromkeys(n.strip() for arg in args.namespaces for n in arg.split(",") if n.strip()))
     labels: dict[str, dict[str, str]] = {}
+    mapped: tuple[str, ...] = ()
     if args.context:
         from webhook.check.context import ContextError, from_files
         from webhook.check.inputs import read_sources
+        from webhook.policy.dra import cluster_extended
 
         try:
-            labels = from_files(read_sources(args.context), "default").namespaces
+            cluster = from_files(read_sources(args.context), "default")
         except ContextError as exc:
-            print(f"gpu-admission: --context: {exc}", file=err)
+            print(f"gpu-admission: --cluster-objects: {exc}", file=err)
             return EXIT_UNUSABLE
+        labels = cluster.namespaces
+        mapped = tuple(sorted(cluster_extended(cluster.device_classes)))
     version = parse_kube_version(args.kube_version) if args.kube_version is not None else None
     if args.kube_version is not None and version is None:
         print(f"gpu-admission: --kube-version {args.kube_version!r} is not a version like 1.36", file=err)
@@ -521,6 +534,7 @@ def run_render(args: argparse.Namespace) -> int:
         policy_files=files,
         namespaces=namespaces,
         namespace_labels=labels,
+        mapped_resources=mapped,
         control_plane_cidrs=tuple(args.control_plane_cidr),
         monitoring_namespace=args.monitoring_namespace,
         availability=choice.availability,

@@ -14,7 +14,8 @@ Order of work:
    controllers the same mutation is built in memory only, since their pods will be mutated);
 4. run every rule on the object *as it will be* and let the policy decide each finding's action;
 5. on UPDATE, drop what was already true of the old object: a rule reports what the update
-   introduces or worsens (a bound pod's own nodeName is not news), once, here, for every rule.
+   introduces or worsens (a bound pod's own nodeName is not news), once, here, for every rule; except
+   when the UPDATE removes a pod's last scheduling gate, which makes the pod schedulable: judged whole.
 
 "As it will be": a CREATE after our mutation (offline) or as the apiserver stores it (``/validate``);
 an UPDATE of a mutated kind exactly as stored, since nothing re-mutates it (a suspended Job's edited
@@ -46,6 +47,7 @@ from webhook.engine.model.pod_content import content_digest
 from webhook.engine.model.pool_stack import families_on
 from webhook.engine.model.request import Request, Stage
 from webhook.engine.model.resolution import Failure, Resolution, resolve
+from webhook.engine.model.scheduling import ungates
 from webhook.engine.model.workload import Template, classify, dotted, projected, templates
 from webhook.engine.model.written_count import with_written_count
 from webhook.engine.patch import PatchBuilder
@@ -117,6 +119,8 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
         # so its records say what enforce would deny with mutation on, not "unplaced" for every class pod
         as_received = policy.settings.enforcement is Enforcement.ENFORCE
     validate, details, explain = plan.verdict, plan.details, plan.trace
+    # a pod whose last scheduling gate goes is judged whole: its gated old object excuses nothing
+    ungated = operation == "UPDATE" and ungates(obj, old_object)
     if claim_object.is_claim_object(obj):
         meta = obj.get("metadata") if isinstance(obj.get("metadata"), dict) else {}
         claim_ns = str(namespace or meta.get("namespace") or "default")
@@ -247,6 +251,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
         mutations.check(ctx)  # judged as stored: see the docstring
     else:
         mutations.mutate(ctx, patch)
+    ctx.env_fixed = operation == "UPDATE" and kind.root_template
     ctx.mutated = patch.doc
     past_deadline(deadline, "mutation")
     if view is not None:
@@ -276,7 +281,7 @@ def _decide(policy: Policy, request: Request, plan: _Plan) -> Decision:
             state.after_tpl = _template_at(patch.doc, state.tpl)
             state.after = state.inspect(state.after_tpl)
         violations = _run_rules(ctx, deadline, only=DEVICE_ONLY_RULES if device_only else None)
-        if violations and operation == "UPDATE" and isinstance(old_object, dict):
+        if violations and operation == "UPDATE" and isinstance(old_object, dict) and not ungated:
             before = _decide(
                 policy,
                 request._replace(obj=old_object, old_object=None, operation="UPDATE", namespace=str(ns)),

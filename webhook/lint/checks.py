@@ -71,6 +71,9 @@ WARNING_CODES: dict[str, str] = {
     "exception-every-namespace": "an exception's `namespaces` selector is `{}`: it applies in every namespace",
     "exception-subject-exposed": "a ServiceAccount subject lives in a namespace the exception applies in: whoever "
     "can create pods there can run one as it and use its token",
+    "device-class-unrendered": "with `--context`: a cluster DeviceClass maps an extended resource "
+    "(`extendedResourceName`) that neither the GPU prefixes nor `spec.deviceClasses` name: a render of the "
+    "policy alone does not send pods asking for it to the webhooks",
     "system-critical-allowed": "a class or namespace rule allows `system-node-critical`/`system-cluster-critical`: "
     "scheduling-not-allowed denies them on every GPU pod whatever the list says",
     "mutation-off-enforced": "`settings.mutation: off` under `enforcement: enforce`: nothing places a class pod, "

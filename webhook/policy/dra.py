@@ -16,7 +16,7 @@ Two things are functions of the policy alone, so they are computed once per load
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -282,3 +282,16 @@ def build(spec: PolicySpec, pools: dict[str, tuple[int, tuple[tuple[str, int], .
         pool_classes=pool_classes,
     )
     return catalogue, problems
+
+
+def cluster_extended(device_classes: Mapping[str, Any]) -> dict[str, str]:
+    """extended resource -> DeviceClass name, for the cluster's DeviceClass objects that map one
+    (``spec.extendedResourceName``, KEP-5004): what ``policy render --cluster-objects`` forwards and
+    ``policy lint --context`` compares with what the policy names."""
+    out: dict[str, str] = {}
+    for name, obj in device_classes.items():
+        spec = obj.get("spec") if isinstance(obj, Mapping) else None
+        value = spec.get("extendedResourceName") if isinstance(spec, Mapping) else None
+        if isinstance(value, str) and value:
+            out.setdefault(value, str(name))
+    return out

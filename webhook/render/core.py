@@ -36,6 +36,9 @@ class RenderOptions:
     namespaces: tuple[str, ...] = ()
     # labels of namespaces known from Namespace objects (--context): entitlement is judged from them
     namespace_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # extended resources the cluster's DeviceClass objects serve (spec.extendedResourceName, from
+    # --cluster-objects): the webhooks' matchConditions forward pods asking for them
+    mapped_resources: tuple[str, ...] = ()
     # the API server's addresses, the only sources admitted to the webhook port (and, with the
     # monitoring namespace, to the metrics port). None given: where the API server lives is
     # cluster-specific (outside the pod network on managed clusters), so the webhook port stays open

@@ -253,37 +253,50 @@ def template_branches(policy: Policy) -> list[TemplateBranch]:
     return out
 
 
+# --- what the CEL reads, and what it forwards unread ----------------------------------------------------
+#
+# cel-go charges every step of an evaluation (identifiers, each comprehension step, each string test by
+# its length), and the apiserver stops an expression at 1,000,000 and a webhook's conditions at
+# 2,500,000: past it the evaluation errors and the failurePolicy decides (with `Ignore`, in-tree
+# availability, the object would go unjudged). So every list and map the conditions walk is bounded:
+# one larger than real workloads write is not read but forwarded (``size()`` costs 1), and the engine
+# judges the object. What is forwarded is a superset of what the engine judges, never less.
+MANY = {
+    "templates": 8,  # pod templates of one object (a JobSet's roles, a Volcano Job's tasks)
+    "containers": 24,  # containers + init (+ ephemeral) containers of one template
+    "resources": 16,  # keys of one container's limits or requests
+    "metadata": 128,  # labels, or annotations, of one metadata
+    "tolerations": 64,  # of one template: more may tolerate anything, as far as the CEL reads
+    "env": 48,  # env entries of one container (read at UPDATE only, in a template that may reach a pool)
+    "capabilities": 8,  # capabilities.add of one container (idem)
+    "envFrom": 8,  # (idem)
+    "volumes": 128,  # of one template (idem)
+}
+
+
+def _bounded(items: str, var: str, what: str, test: str) -> str:
+    """``items.exists(var, test)``, or true when ``items`` is longer than :data:`MANY` allows."""
+    many = var * 2  # "as" (a capability list) is a reserved word in CEL
+    sep = "" if test.startswith("\n") else " "
+    return f"[{items}].exists({many}, size({many}) > {MANY[what]} || {many}.exists({var},{sep}{test}))"
+
+
 def _intent_key_in(meta: str, policy: Policy) -> str:
     """A label or annotation of ``meta`` under the intent prefix: the workload label, an intent key, or a
     typo'd or misplaced one (which the webhook answers with an ``intent-unknown-key`` warning)."""
-    prefix = cel_string(policy.settings.prefix + "/")
+    key = f"k.startsWith({cel_string(policy.settings.prefix + '/')})"
     return (
-        f"(has({meta}) && (\n  (has({meta}.labels) && {meta}.labels.exists(k, k.startsWith({prefix}))) ||\n"
-        f"  (has({meta}.annotations) && {meta}.annotations.exists(k, k.startsWith({prefix})))))"
+        f"(has({meta}) && (\n"
+        f"  (has({meta}.labels) && {_bounded(f'{meta}.labels', 'k', 'metadata', key)}) ||\n"
+        f"  (has({meta}.annotations) && {_bounded(f'{meta}.annotations', 'k', 'metadata', key)})))"
     )
 
 
-def _intent_key_on_template(policy: Policy) -> str:
+def _intent_key_on_template(policy: Policy, mapped: frozenset[str]) -> str:
     return _intent_key_in("t.metadata", policy)
 
 
-def _gpu_resource_in_template(policy: Policy) -> str | None:
-    if not policy.gpu_prefixes:
-        return None
-    prefixes = " ||\n      ".join(f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes)
-    return (
-        "(has(t.spec) &&\n"
-        "  ((has(t.spec.containers) ? t.spec.containers : []) +\n"
-        "    (has(t.spec.initContainers) ? t.spec.initContainers : [])).exists(c,\n"
-        "    has(c.resources) &&\n"
-        "    [has(c.resources.limits) ? c.resources.limits : {},\n"
-        "      has(c.resources.requests) ? c.resources.requests : {}].exists(m,\n"
-        "      m.exists(k,\n"
-        f"      {prefixes}))))"
-    )
-
-
-def _fraction_in_template(policy: Policy) -> str | None:
+def _fraction_in_template(policy: Policy, mapped: frozenset[str]) -> str | None:
     """A GPU-fraction annotation a scheduler the policy knows reads (``settings.gpuFractionAnnotations``,
     KAI's ``gpu-fraction`` and ``gpu-memory``) with a value: a share of one GPU with no resource name,
     a GPU pod to the engine (``webhook.engine.model.devices.inspect_pod``)."""
@@ -297,31 +310,67 @@ def _fraction_in_template(policy: Policy) -> str | None:
     )
 
 
-def _dra_in_template(policy: Policy) -> str:
-    """DRA: a resource claim (its template or claim may be a GPU; only the engine can resolve it), or an
-    extended resource a DeviceClass serves (the implicit ``deviceclass.resource.kubernetes.io/`` names
-    and the catalogue's ``extendedResourceName``s)."""
-    names = sorted(n for n in policy.dra.extended if not policy.is_gpu_resource(n))
-    mapped = "".join(f" || k == {cel_string(n)}" for n in names)
-    return (
-        "(has(t.spec) && (\n"
-        "  (has(t.spec.resourceClaims) && size(t.spec.resourceClaims) > 0) ||\n"
-        "  ((has(t.spec.containers) ? t.spec.containers : []) +\n"
-        "    (has(t.spec.initContainers) ? t.spec.initContainers : [])).exists(c,\n"
-        "    has(c.resources) && has(c.resources.limits) && c.resources.limits.exists(k,\n"
-        f"      k.startsWith('deviceclass.resource.kubernetes.io/'){mapped}))))"
+def _claim_in_template(policy: Policy, mapped: frozenset[str]) -> str:
+    """A DRA resource claim (its template or claim may be a GPU; only the engine can resolve it)."""
+    return "(has(t.spec) && has(t.spec.resourceClaims) && size(t.spec.resourceClaims) > 0)"
+
+
+IMPLICIT_EXTENDED = "deviceclass.resource.kubernetes.io/"
+
+
+def extended_names(policy: Policy, mapped: Iterable[str] = ()) -> list[str]:
+    """Extended resources a DeviceClass serves that no GPU prefix covers: the catalogue's and the
+    policy's ``extendedResourceName``s, and ``mapped``, those of the cluster's DeviceClass objects
+    (``policy render --cluster-objects``)."""
+    names = set(policy.dra.extended) | set(mapped)
+    return sorted(n for n in names if not policy.is_gpu_resource(n) and not n.startswith(IMPLICIT_EXTENDED))
+
+
+def device_key(policy: Policy, mapped: Iterable[str] = ()) -> str:
+    """CEL test on resource name ``k``: a GPU-family resource (the policy's prefixes) or an extended
+    resource a DeviceClass serves (the implicit ``deviceclass.resource.kubernetes.io/`` names,
+    :func:`extended_names`)."""
+    return " ||\n".join(
+        [
+            *(f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes),
+            f"k.startsWith({cel_string(IMPLICIT_EXTENDED)})",
+            *(f"k == {cel_string(n)}" for n in extended_names(policy, mapped)),
+        ]
     )
 
 
+def _device_resource_in_template(policy: Policy, mapped: frozenset[str]) -> str:
+    """A container or init container asks for a GPU-family resource (in limits or requests) or an
+    extended resource a DeviceClass serves (:func:`device_key`). Each key costs a step and one
+    ``startsWith`` per name (about 26 on the default policy), so the keys read are bounded (:data:`MANY`):
+    a pod may carry 65,536 (the engine's caps: 512 containers, 64 limits and 64 requests each), while
+    real containers name a handful (cpu, memory, ephemeral-storage, hugepages, a device or two)."""
+    keys = _indent(device_key(policy, mapped), "      ")
+    maps = (
+        "[has(c.resources.limits) ? c.resources.limits : {},\n"
+        "  has(c.resources.requests) ? c.resources.requests : {}].exists(m,\n"
+        f"  size(m) > {MANY['resources']} || m.exists(k,\n      {keys}))"
+    )
+    containers = (
+        "(has(t.spec.containers) ? t.spec.containers : []) +\n"
+        "    (has(t.spec.initContainers) ? t.spec.initContainers : [])"
+    )
+    each = "has(c.resources) &&\n    " + _indent(maps, "    ")
+    return f"(has(t.spec) &&\n  {_bounded(containers, 'c', 'containers', each)})"
+
+
+_DEV_REGEX = "^[/.]*((" + "|".join(re.escape(root.lstrip("/")) for root in DEVICE_ROOTS) + ")(/.*)?)?$"
+_DEV_PATH_LONG = 64
 _DEV_PATH = (
     # a superset of the host paths that normalise to /dev, /proc or /sys (webhook.engine.model.device_reach.
     # DEVICE_ROOTS), under them or to /: without "..", normalising only drops "." segments and repeated
-    # or trailing slashes, so such a path is "/" and "." up to one of those names or the end
-    "(p.contains('..') || p.matches('^[/.]*(("
-    + "|".join(re.escape(root.lstrip("/")) for root in DEVICE_ROOTS)
-    + ")(/.*)?)?$'))"
+    # or trailing slashes, so such a path is "/" and "." up to one of those names or the end. `matches`
+    # costs the string's length times the regex's, so a path longer than any real one is forwarded
+    # unread (the engine judges it) rather than priced by its length.
+    f"(size(p) > {_DEV_PATH_LONG} || p.contains('..') || p.matches({cel_string(_DEV_REGEX)}))"
 )
 _CAPABILITY = r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
+_VISIBLE, _CAPABILITIES = "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"
 
 
 def _tolerates_taint(key: str, value: str | None, effect: str | None) -> str:
@@ -342,11 +391,11 @@ def _tolerates_taint(key: str, value: str | None, effect: str | None) -> str:
     )
 
 
-def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None) -> str | None:
-    """Template ``t`` gets past the taints of at least one of the pools ``names`` (every GPU pool when
-    None): it sets ``spec.nodeName`` (the kubelet admits it past ``NoSchedule`` taints, no scheduler
-    asked) or tolerates every filtering taint of such a pool; "true" when such a pool has no taint, None
-    when there is no such pool."""
+def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None, pod: str = "t") -> str | None:
+    """Template ``t`` (or the CEL variable ``pod`` names) gets past the taints of at least one of the pools
+    ``names`` (every GPU pool when None): it sets ``spec.nodeName`` (the kubelet admits it past
+    ``NoSchedule`` taints, no scheduler asked) or tolerates every filtering taint of such a pool; "true"
+    when such a pool has no taint, None when there is no such pool."""
     from webhook.engine.model.reach import FILTERING
 
     pools = []
@@ -356,91 +405,89 @@ def _tolerates_a_pool(policy: Policy, names: frozenset[str] | None = None) -> st
         taints = [t for t in pool.taints if t[2] is None or t[2] in FILTERING]
         if not taints:
             return "true"
-        each = [f"t.spec.tolerations.exists(x,\n  {_indent(_tolerates_taint(*taint), '  ')})" for taint in taints]
+        each = [f"{pod}.spec.tolerations.exists(x,\n  {_indent(_tolerates_taint(*taint), '  ')})" for taint in taints]
         pools.append(" &&\n".join(each))
     if not pools:
         return None
     alternatives = " ||\n  ".join(f"({_indent(p, '  ')})" for p in dict.fromkeys(pools))
     return (
-        "((has(t.spec.nodeName) && t.spec.nodeName != '') ||\n"
-        f"  (has(t.spec.tolerations) && (\n    {_indent(alternatives, '  ')})))"
+        f"((has({pod}.spec.nodeName) && {pod}.spec.nodeName != '') ||\n"
+        f"  (has({pod}.spec.tolerations) && (size({pod}.spec.tolerations) > {MANY['tolerations']} ||\n"
+        f"    {_indent(alternatives, '  ')})))"
     )
 
 
-def _tolerates_an_exposed_pool(policy: Policy) -> str | None:
-    """... one of the pools ``privileged-gpu`` guards for CPU-only pods (shared or sliced cards)."""
-    from webhook.engine.model.device_reach import exposed_pools
+def _reaches_a_gpu_pool_in_template(policy: Policy, mapped: frozenset[str]) -> str | None:
+    """Templates that may reach a GPU pool (its tolerations, a ``nodeName``); CEL cannot judge the rest of
+    reachability (selectors, affinity, which node a name is), so this forwards a superset of what the
+    engine's model reaches, read from the pools' taints, and the engine decides.
 
-    return _tolerates_a_pool(policy, exposed_pools(policy))
+    * At CREATE, every such template: its containers without a GPU grant get ``NVIDIA_VISIBLE_DEVICES=void``
+      from ``/mutate``, and ``/validate`` checks it is there (``privileged-gpu``).
+    * At UPDATE (not every UPDATE of a bound pod: every bound pod has a ``nodeName``), one with a
+      container of any kind (ephemeral ones included) that writes ``NVIDIA_VISIBLE_DEVICES``, or, where
+      the template tolerates a pool of sliced cards (``sliced``; every GPU pool with
+      ``privilegedGPUPools: all``), has any way past the device grant: privileged, SYS_ADMIN/ALL, a
+      hostPath volume that may reach /dev, ``NVIDIA_DRIVER_CAPABILITIES``, an ``envFrom`` that may set
+      either variable.
 
-
-def _reaches_a_gpu_pool_in_template(policy: Policy) -> str | None:
-    """At CREATE, any template that may reach a GPU pool (its tolerations, a ``nodeName``): its
-    containers without a GPU grant get ``NVIDIA_VISIBLE_DEVICES=void`` from ``/mutate``, and ``/validate``
-    checks it is there (``privileged-gpu``). At UPDATE, a template that may reach a GPU pool and writes
-    ``NVIDIA_VISIBLE_DEVICES`` (an ephemeral container's env, a controller's new template). Not every
-    UPDATE of a bound pod: every bound pod has a ``nodeName``, and labels change all the time."""
+    Cost (cel-go charges every step): the tolerations are read first and the containers only behind
+    them, env entries are screened by one ``startsWith``, and a hostPath volume that may reach /dev is
+    looked for once per template (any such volume, mounted or not: a superset), not once per mount."""
     tolerates = _tolerates_a_pool(policy)
     if tolerates is None:
         return None
-    written = (
-        "((has(t.spec.containers) ? t.spec.containers : []) +\n"
+    from webhook.engine.model.device_reach import exposed_pools
+
+    sliced = _tolerates_a_pool(policy, exposed_pools(policy)) or "false"
+    prefix = " || ".join(f"{cel_string(n)}.startsWith(f.prefix)" for n in (_VISIBLE, _CAPABILITIES))
+    env = (
+        "has(e.name) && e.name.startsWith('NVIDIA_') &&\n"
+        f"  (e.name == {cel_string(_VISIBLE)} || (sliced && e.name == {cel_string(_CAPABILITIES)})) &&\n"
+        "  !(has(e.value) && (e.value == 'none' || e.value == 'void'))"
+    )
+    written = f"has(c.env) && {_bounded('c.env', 'e', 'env', env)}"
+    capabilities = _bounded("c.securityContext.capabilities.add", "a", "capabilities", _CAPABILITY)
+    env_from = _bounded("c.envFrom", "f", "envFrom", f"!has(f.prefix) || {prefix}")
+    way = (
+        "(has(c.securityContext) && (\n"
+        "  (has(c.securityContext.privileged) && c.securityContext.privileged == true) ||\n"
+        "  (has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) &&\n"
+        f"    {capabilities}))) ||\n"
+        f"(has(c.envFrom) && {env_from})"
+    )
+    volume = f"has(v.hostPath) && has(v.hostPath.path) && [v.hostPath.path].exists(p, {_DEV_PATH})"
+    containers = (
+        "(has(t.spec.containers) ? t.spec.containers : []) +\n"
         "  (has(t.spec.initContainers) ? t.spec.initContainers : []) +\n"
-        "  (has(t.spec.ephemeralContainers) ? t.spec.ephemeralContainers : [])).exists(c,\n"
-        "  has(c.env) && c.env.exists(e, has(e.name) && e.name == 'NVIDIA_VISIBLE_DEVICES' &&\n"
-        "    !(has(e.value) && (e.value == 'none' || e.value == 'void'))))"
+        "  (has(t.spec.ephemeralContainers) ? t.spec.ephemeralContainers : [])"
+    )
+    each = f"({_indent(written, '  ')}) ||\n  (sliced && ({_indent(way, '    ')}))"
+    scan = (
+        f"(sliced && has(t.spec.volumes) && {_bounded('t.spec.volumes', 'v', 'volumes', volume)}) ||\n"
+        f"{_bounded(containers, 'c', 'containers', chr(10) + '  ' + each)}"
     )
     return (
-        f"(has(t.spec) &&\n  (request.operation == 'CREATE' ||\n    {_indent(written, '    ')}) &&\n"
-        f"  {_indent(tolerates, '  ')})"
+        f"(has(t.spec) &&\n  {_indent(tolerates, '  ')} &&\n"
+        "  (request.operation == 'CREATE' ||\n"
+        f"    [{_indent(sliced, '      ')}].exists(sliced,\n"
+        f"      {_indent(scan, '      ')})))"
     )
 
 
-def _device_trigger_in_template(policy: Policy) -> str | None:
-    """``privileged-gpu`` on pods without GPUs: a container of any kind (ephemeral ones included) with a
-    way past the device grant (privileged, SYS_ADMIN/ALL, a hostPath volume that may reach /dev, the
-    NVIDIA toolkit's environment, an envFrom that may set it) in a template that sets ``nodeName`` or
-    tolerates the taints of a pool of sliced cards (every GPU pool with ``privilegedGPUPools: all``).
-    CEL cannot judge the rest of reachability (selectors, affinity, which node a name is): this
-    forwards a superset of what the engine's model reaches, read from the pools' taints, and the
-    engine decides."""
-    tolerates = _tolerates_an_exposed_pool(policy)
-    if tolerates is None:
-        return None
-    names = ("NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES")
-    env_name = " || ".join(f"e.name == {cel_string(n)}" for n in names)
-    prefix = " || ".join(f"{cel_string(n)}.startsWith(f.prefix)" for n in names)
-    trigger = (
-        "((has(t.spec.containers) ? t.spec.containers : []) +\n"
-        "  (has(t.spec.initContainers) ? t.spec.initContainers : []) +\n"
-        "  (has(t.spec.ephemeralContainers) ? t.spec.ephemeralContainers : [])).exists(c,\n"
-        "  (has(c.securityContext) && (\n"
-        "    (has(c.securityContext.privileged) && c.securityContext.privileged == true) ||\n"
-        "    (has(c.securityContext.capabilities) && has(c.securityContext.capabilities.add) &&\n"
-        f"      c.securityContext.capabilities.add.exists(a, {_CAPABILITY})))) ||\n"
-        f"  (has(c.env) && c.env.exists(e, has(e.name) && ({env_name}) &&\n"
-        "    !(has(e.value) && (e.value == 'none' || e.value == 'void')))) ||\n"
-        f"  (has(c.envFrom) && c.envFrom.exists(f, !has(f.prefix) || {prefix})) ||\n"
-        "  (has(t.spec.volumes) &&\n"
-        "    ((has(c.volumeMounts) ? c.volumeMounts : []) + (has(c.volumeDevices) ? c.volumeDevices : [])).exists(m,\n"
-        "      has(m.name) && t.spec.volumes.exists(v, has(v.name) && v.name == m.name && has(v.hostPath) &&\n"
-        f"        has(v.hostPath.path) && [v.hostPath.path].exists(p, {_DEV_PATH})))))"
-    )
-    return f"(has(t.spec) &&\n  {_indent(trigger, '  ')} &&\n  {_indent(tolerates, '  ')})"
-
-
-# policy -> a CEL test on pod template ``t`` (or None); the template is GPU-relevant when any holds
-TEMPLATE_TESTS: list[Callable[[Policy], str | None]] = [
+# (policy, the cluster's DeviceClass-mapped names) -> a CEL test on pod template ``t`` (or None); the
+# template is GPU-relevant when any holds. Cheapest first: ``||`` stops at the first that holds, and a
+# template that holds none pays for all of them (metadata, then resources, then reach).
+TEMPLATE_TESTS: list[Callable[[Policy, frozenset[str]], str | None]] = [
     _intent_key_on_template,
-    _gpu_resource_in_template,
     _fraction_in_template,
-    _dra_in_template,
-    _device_trigger_in_template,
+    _claim_in_template,
+    _device_resource_in_template,
     _reaches_a_gpu_pool_in_template,
 ]
 
 
-def _object_tests(policy: Policy) -> list[str]:
+def _object_tests(policy: Policy, mapped: frozenset[str] = frozenset()) -> list[str]:
     tests = []
     if any(k.scale is not None for k in policy.kinds.values()):
         # a Scale carries no template: the webhook reads the object it scales (only a changed count is
@@ -452,14 +499,7 @@ def _object_tests(policy: Policy) -> list[str]:
         + _intent_key_in("object.spec.jobTemplate.metadata", policy)
         + ")",
     ]
-    mapped = sorted(n for n in policy.dra.extended if not policy.is_gpu_resource(n))
-    keys = " || ".join(
-        [
-            *(f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes),
-            "k.startsWith('deviceclass.resource.kubernetes.io/')",
-            *(f"k == {cel_string(n)}" for n in mapped),
-        ]
-    )
+    keys = _indent(device_key(policy, mapped), "      ")
     for kind in policy.kinds.values():  # kinds without a pod template of their own (TrainJob)
         for tpl in kind.templates:
             if tpl.resources is not None and _spellable(tpl.resources):  # resourcesPerNode
@@ -548,17 +588,57 @@ def claim_relevant(policy: Policy) -> str:
     )
 
 
-def gpu_relevant(policy: Policy, webhook: WebhookName) -> str:
+# what a pod UPDATE may change of where the pod can run: tolerations (any pod), nodeSelector and node
+# affinity (a scheduling-gated pod, KEP-3838); nodeName is set by the binding, never by an UPDATE
+REACH_FIELDS = ("tolerations", "nodeSelector", "affinity")
+
+
+def pod_update_changes_reach(policy: Policy) -> str | None:
+    """A Pod UPDATE that changes what the pod can reach (:data:`REACH_FIELDS`, or the removal of its last
+    scheduling gate, which makes it schedulable) and leaves it able to get past a GPU pool's taints. A
+    pod without GPU resources created with no toleration was never GPU-relevant, so its containers never
+    got ``NVIDIA_VISIBLE_DEVICES=void``; the engine judges the reach it gains (and says to re-create the
+    pod: env cannot change by UPDATE). Other pod UPDATEs (labels, a bound pod's status-like writes) stay
+    away, and CREATEs are untouched."""
+    tolerates = _tolerates_a_pool(policy, pod="object")
+    if tolerates is None:
+        return None
+    changed = " ||\n".join(
+        f"has(object.spec.{f}) != has(oldObject.spec.{f}) ||\n"
+        f"  (has(object.spec.{f}) && object.spec.{f} != oldObject.spec.{f})"
+        for f in REACH_FIELDS
+    )
+    ungated = (
+        "(has(oldObject.spec.schedulingGates) && size(oldObject.spec.schedulingGates) > 0 &&\n"
+        "  !(has(object.spec.schedulingGates) && size(object.spec.schedulingGates) > 0))"
+    )
+    return (
+        "(request.operation == 'UPDATE' && request.resource.resource == 'pods' && request.resource.group == '' &&\n"
+        "  !(oldObject == null) && has(object.spec) && has(oldObject.spec) &&\n"
+        f"  ({_indent(changed, '    ')} ||\n    {_indent(ungated, '    ')}) &&\n"
+        f"  {_indent(tolerates, '  ')})"
+    )
+
+
+def gpu_relevant(policy: Policy, webhook: WebhookName, mapped: frozenset[str] = frozenset()) -> str:
     """Only GPU-relevant objects reach the webhook: a GPU trigger the engine knows (an intent label,
     a GPU-family resource, a claim, a GPU-fraction annotation, a way past the device grant in a
     template that can reach a GPU pool) on the object or in one of the pod templates its kind keeps
     (chosen by the request's resource, :class:`TemplateBranch`); DRA claims on their own by
-    :func:`claim_relevant`."""
+    :func:`claim_relevant`. ``mapped``: extended resources the cluster's DeviceClasses serve
+    (``extendedResourceName``, from ``policy render --cluster-objects``) that the policy does not name."""
     chain = "".join(f"{_indent(b.when(), '  ')} ?\n    {b.templates} :\n  " for b in template_branches(policy))
     templates = f"(!has(object.spec) ? [] :\n  {chain}[]\n)"
-    tests = [t for t in (test(policy) for test in TEMPLATE_TESTS) if t]
+    tests = [t for t in (test(policy, mapped) for test in TEMPLATE_TESTS) if t]
     per_template = " ||\n  ".join(_indent(t, "  ") for t in tests)
-    workloads = " ||\n".join([*_object_tests(policy), f"{templates}.exists(t,\n  {per_template})"])
+    reach = pod_update_changes_reach(policy)
+    workloads = " ||\n".join(
+        [
+            *_object_tests(policy, mapped),
+            *([reach] if reach else []),
+            _bounded(templates, "t", "templates", f"\n  {per_template}"),
+        ]
+    )
     # the conditional binds loosest: everything after ':' is the workloads' test, unchanged
     claims = _indent(claim_relevant(policy), "  ")
     return f"request.resource.group == {cel_string(CLAIM_GROUP)} ? (\n  {claims}\n) :\n{workloads}"
@@ -595,13 +675,22 @@ def update_changes_intent_or_template(policy: Policy, webhook: WebhookName) -> s
         "!has(object.spec) || !has(oldObject.spec) ||\n"
         "(has(object.metadata.labels) ? object.metadata.labels : {}) !=\n"
         "  (has(oldObject.metadata.labels) ? oldObject.metadata.labels : {}) ||\n"
-        "(has(object.metadata.annotations) ? object.metadata.annotations : {}).exists(k,\n"
-        f"  ({judged}) &&\n"
-        "  !(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations &&\n"
-        "    oldObject.metadata.annotations[k] == object.metadata.annotations[k])) ||\n"
-        "(has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}).exists(k,\n"
-        f"  ({judged}) &&\n"
-        "  !(has(object.metadata.annotations) && k in object.metadata.annotations)) ||\n"
+        + _bounded(
+            "has(object.metadata.annotations) ? object.metadata.annotations : {}",
+            "k",
+            "metadata",
+            f"\n  ({judged}) &&\n"
+            "  !(has(oldObject.metadata.annotations) && k in oldObject.metadata.annotations &&\n"
+            "    oldObject.metadata.annotations[k] == object.metadata.annotations[k])",
+        )
+        + " ||\n"
+        + _bounded(
+            "has(oldObject.metadata.annotations) ? oldObject.metadata.annotations : {}",
+            "k",
+            "metadata",
+            f"\n  ({judged}) &&\n  !(has(object.metadata.annotations) && k in object.metadata.annotations)",
+        )
+        + " ||\n"
         "(has(request.subResource) && request.subResource == 'scale' ?\n"
         "  (has(object.spec.replicas) ? object.spec.replicas : 0) >\n"
         "    (has(oldObject.spec.replicas) ? oldObject.spec.replicas : 0) :\n"
@@ -619,21 +708,27 @@ def update_changes_intent_or_template(policy: Policy, webhook: WebhookName) -> s
 class Condition:
     name: str
     build: Callable[[Policy, WebhookName], str | None]
+    cluster: bool = False  # build also takes the cluster's DeviceClass-mapped names (``mapped=``)
 
 
 # named match conditions in order; all must be true for the API server to call the webhook.
 # The mutating webhook's conditions are a prefix of the validating webhook's (tests/deploy checks it).
 CONDITIONS: list[Condition] = [
     Condition("not-mirror-pod", not_mirror_pod),
-    Condition("gpu-relevant", gpu_relevant),
+    Condition("gpu-relevant", gpu_relevant, cluster=True),
     Condition("update-changes-intent-or-template", update_changes_intent_or_template),
 ]
 
 
-def match_conditions(policy: Policy, webhook: WebhookName) -> list[dict[str, str]]:
+def match_conditions(
+    policy: Policy, webhook: WebhookName, mapped: Iterable[str] = ()
+) -> list[dict[str, str]]:
+    """The named conditions of one webhook; ``mapped``: extended resources the cluster's DeviceClass
+    objects serve (``policy render --cluster-objects``), forwarded like the policy's own."""
+    names = frozenset(mapped)
     out = []
     for cond in CONDITIONS:
-        expression = cond.build(policy, webhook)
+        expression = cond.build(policy, webhook, mapped=names) if cond.cluster else cond.build(policy, webhook)
         if expression:
             out.append({"name": cond.name, "expression": expression})
     return out
@@ -673,7 +768,7 @@ def _webhook(policy: Policy, options: RenderOptions, webhook: WebhookName) -> di
             ]
         },
         "rules": rules(policy, webhook),
-        "matchConditions": match_conditions(policy, webhook),
+        "matchConditions": match_conditions(policy, webhook, options.mapped_resources),
     }
     return hook
 

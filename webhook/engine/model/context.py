@@ -158,6 +158,10 @@ class Context:
     stored: bool = False
     """The rules judge the object as the apiserver will store it (``/validate`` of a CREATE we mutate):
     what our mutation should have set must already be there (``placement-missing``)."""
+    env_fixed: bool = False
+    """A Pod's UPDATE: its containers' env can no longer change (the apiserver forbids it, nothing
+    re-mutates an UPDATE), so a container without ``NVIDIA_VISIBLE_DEVICES`` in a pod that can now reach
+    a GPU pool keeps the image's value: ``privileged-gpu`` says to re-create the pod."""
     requester: Requester | None = None
     """Who sent the request (``request.userInfo``); None offline."""
     entitlement_key: int | None = None

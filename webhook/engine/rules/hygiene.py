@@ -33,7 +33,7 @@ def privileged_gpu(ctx: Context | ClaimContext) -> Iterable[Finding]:
         return
     for state in ctx.states:
         yield from _reach_findings(ctx, state)
-        if ctx.stored and state.device_env and not state.tpl.virtual:
+        if (ctx.stored or ctx.env_fixed) and state.device_env and not state.tpl.virtual:
             yield from _device_env_missing(ctx, state)
 
 
@@ -112,7 +112,9 @@ def _gpu_pool_scope(ctx: Context, state: TemplateState) -> str | None:
 
 def _device_env_missing(ctx: Context, state: TemplateState) -> Iterable[Finding]:
     """``/validate`` of a CREATE we mutate: a container without a grant still has no
-    ``NVIDIA_VISIBLE_DEVICES`` (our mutation failed open, or a later webhook removed it)."""
+    ``NVIDIA_VISIBLE_DEVICES`` (our mutation failed open, or a later webhook removed it). A Pod's
+    UPDATE that lets it reach a GPU pool (tolerations, a gated pod's nodeSelector or affinity) finds
+    the same containers, and only a new pod can fix them."""
     spec = state.view.spec
     missing = list(without_visible_devices(ctx.policy, spec, fraction=bool(state.judged.fractions)))
     target = state.target() if state.resolution is not None else None
@@ -122,6 +124,14 @@ def _device_env_missing(ctx: Context, state: TemplateState) -> Iterable[Finding]
     where = _gpu_pool_scope(ctx, state)
     if where is None:
         return
+    if ctx.env_fixed:  # a Pod's UPDATE: env cannot change any more, and nothing re-mutates it
+        fix = (
+            f"a pod's env cannot change by UPDATE: re-create the pod (the mutating webhook sets {VISIBLE_DEVICES}="
+            f"{VOID} on a new pod that can reach a GPU pool), or leave its tolerations, nodeSelector and "
+            "affinity as they were"
+        )
+    else:
+        fix = f"set {VISIBLE_DEVICES}={VOID} (the mutating webhook does this: retry if it was unavailable)"
     for group, index, c in missing:
         role = "init container" if group == "initContainers" else "container"
         if group == "initContainers" and c.get("restartPolicy") == "Always":
@@ -130,8 +140,7 @@ def _device_env_missing(ctx: Context, state: TemplateState) -> Iterable[Finding]
             "privileged-gpu",
             state.view.dotted("spec", group, index, "env"),
             f"{role} {c.get('name')!r} holds no GPU and does not set {VISIBLE_DEVICES} {where}: the image's own "
-            f"value (CUDA images set all) would open every GPU on the node; set {VISIBLE_DEVICES}={VOID} (the "
-            "mutating webhook does this: retry if it was unavailable)",
+            f"value (CUDA images set all) would open every GPU on the node; {fix}",
             state.class_name,
         )
 
