@@ -210,3 +210,51 @@ def raw_reach(policy: Policy, t: str) -> str | None:
         f"(has({t}.spec) && !{_adopted(policy, t)} &&\n  {_only_plain_devices(policy, t)} &&\n"
         f"  [{_device_keys(policy, t)}].exists(ks,\n  {tests}))"
     )
+
+
+def _may_tolerate(key: str, effect: str | None) -> str:
+    """Some toleration of the old pod could tolerate the taint: any key-less toleration or one of its key,
+    of any operator and value, with a compatible effect (wider than Kubernetes' matching)."""
+    effect_ok = "" if effect is None else f" && (!has(x.effect) || x.effect == '' || x.effect == {cel_string(effect)})"
+    return (
+        f"(has(oldObject.spec.tolerations) && oldObject.spec.tolerations.exists(x,\n"
+        f"    (!has(x.key) || x.key == '' || x.key == {cel_string(key)}){effect_ok}))"
+    )
+
+
+def _old_may_reach(pool: CompiledPool) -> str:
+    """The old pod may have reached ``pool`` (a bound, or a pool without filtering taints, always may):
+    only a pool the old pod certainly could not reach is one the update can gain."""
+    parts = [_may_tolerate(key, effect) for key, _, effect in pool.taints if effect is None or effect in FILTERING]
+    if not parts:
+        return "true"
+    bound = "(has(oldObject.spec.nodeName) && oldObject.spec.nodeName != '')"
+    return f"({bound} || !has(oldObject.spec) ||\n  " + " &&\n  ".join(parts) + ")"
+
+
+@check(
+    "pool-spoofing",
+    "update-gains-foreign-pool",
+    "the pod update adds tolerations, a nodeSelector or affinity that let the scheduler place it on a GPU pool "
+    "the namespace is not entitled to; a pod cannot be moved to a GPU pool by update: delete it and re-create it "
+    "(with a workload class the namespace is entitled to)",
+    over="templates",
+    scope="pod-update",
+    waived=lambda policy, t: "false",
+)
+def update_gains_reach(policy: Policy, t: str) -> str | None:
+    """A pod UPDATE (tolerations on any pod; nodeSelector or affinity while scheduling-gated, KEP-3838)
+    that gains reach to a pool the namespace may not use: the new pod certainly reaches it (the raw
+    request's test, on the fields CEL can bound) and the old one certainly could not (it tolerated none
+    of the pool's filtering taints)."""
+    tests = [
+        f"(!({cel_string(n)} in {ENTITLED_POOLS}) && !{_old_may_reach(p)} &&\n  {_reaches(policy, p, t)})"
+        for n, p in policy.pools.items()
+        if any(effect is None or effect in FILTERING for _, _, effect in p.taints)
+    ]
+    if not tests:
+        return None
+    return (
+        f"(has({t}.spec) && {_only_plain_devices(policy, t)} &&\n"
+        f"  [{_device_keys(policy, t)}].exists(ks,\n  " + " ||\n  ".join(tests) + "))"
+    )
