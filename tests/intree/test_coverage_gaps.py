@@ -57,11 +57,12 @@ def test_a_raw_mig_pod_with_a_blanket_toleration_in_a_sandbox_is_pool_spoofing(l
     denied_by(*down(raw, SANDBOX), "pool-spoofing")
 
 
+GPU = "nvidia.com/gpu"
 SIDECAR_GPUS = {
     "native sidecars add to the regular containers": {
         "containers": [{"name": "c", "image": "t:1", "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
         "initContainers": [
-            {"name": f"s{i}", "image": "t:1", "restartPolicy": "Always", "resources": {"limits": {"nvidia.com/gpu": "1"}}}
+            {"name": f"s{i}", "image": "t:1", "restartPolicy": "Always", "resources": {"limits": {GPU: "1"}}}
             for i in range(3)
         ],
     },
@@ -146,7 +147,7 @@ def test_an_update_that_keeps_reach_is_admitted():
     old = _cpu_pod(tolerations=[{"operator": "Exists"}])
     new = copy.deepcopy(old)
     new["metadata"]["labels"]["team"] = "x"
-    verdict, decision = judge(new, SANDBOX, operation="UPDATE", old=old)
+    verdict, _ = judge(new, SANDBOX, operation="UPDATE", old=old)
     assert verdict.decision == ALLOW, verdict.messages
 
 
@@ -154,5 +155,5 @@ def test_an_update_adding_an_entitled_pools_toleration_is_admitted():
     """The default namespace may use every pool: gaining reach there is no violation."""
     old = _cpu_pod()
     new = _update(old, tolerations=old["spec"]["tolerations"] + TRAIN_TOLERATIONS)
-    verdict, decision = judge(new, operation="UPDATE", old=old)
+    verdict, _ = judge(new, operation="UPDATE", old=old)
     assert verdict.decision == ALLOW, verdict.messages

@@ -101,7 +101,8 @@ def _gpus(c: str) -> str:
     return (
         f"(has({c}.resources) && has({c}.resources.limits) ?\n"
         f"    {c}.resources.limits.filter(k, (k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')) &&\n"
-        f"      string({c}.resources.limits[k]).matches('^[0-9]{{1,6}}$')).map(k, int({c}.resources.limits[k])).sum() :\n"
+        f"      string({c}.resources.limits[k]).matches('^[0-9]{{1,6}}$'))\n"
+        f"      .map(k, int({c}.resources.limits[k])).sum() :\n"
         "    0)"
     )
 

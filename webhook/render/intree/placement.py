@@ -16,9 +16,8 @@ to the webhook). A placement written in part by hand is as unplaced as none at a
 
 from __future__ import annotations
 
-from webhook.policy.compiled import Policy
 from webhook.engine.model.reach import toleration_forms
-from webhook.policy.compiled import CompiledPool
+from webhook.policy.compiled import CompiledPool, Policy
 from webhook.render.intree.cel import cel_list, class_of, resolution_denies
 from webhook.render.intree.checks import check
 from webhook.render.intree.entitlement import _selects, _spelled
