@@ -229,7 +229,7 @@ def _old_may_reach(pool: CompiledPool) -> str:
     if not parts:
         return "true"
     bound = "(has(oldObject.spec.nodeName) && oldObject.spec.nodeName != '')"
-    return f"({bound} || !has(oldObject.spec) ||\n  " + " &&\n  ".join(parts) + ")"
+    return f"(!has(oldObject.spec) || {bound} ||\n  " + " &&\n  ".join(parts) + ")"
 
 
 @check(

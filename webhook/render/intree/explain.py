@@ -22,10 +22,11 @@ HOLDS, PARTLY, NO = "holds", "partly", "webhook only"
 # rule -> (in-tree part, what only the webhook judges and why)
 WHY: dict[str, tuple[str, str]] = {
     "placement-missing": (
-        "a class pod (Job, Volcano Job, mutated kind) created without a label of every pool its class may "
-        'resolve to: denied "webhook unavailable, retry"',
-        "missing tolerations, device resources or claims alone (they need the resolution: which pool, which "
-        "profile); classes with a pool that sets no labels",
+        "a class pod (Job, Volcano Job, mutated kind) created unplaced for every pool its class may resolve to: "
+        "a pool label missing from its nodeSelector, a pool toleration missing, or (device-plugin pools) no GPU "
+        'resource in any container\'s limits: denied "webhook unavailable, retry"',
+        "the exact device resources and profile (they need the resolution), DRA claims; classes with a pool that "
+        "sets no labels",
     ),
     "class-not-allowed": (
         "a template's class that the namespace's entitlement (first matching namespace rule) does not grant",
@@ -33,8 +34,9 @@ WHY: dict[str, tuple[str, str]] = {
     ),
     "pool-spoofing": (
         "a nodeSelector carrying a non-entitled pool's labels; a toleration spelled as only non-entitled pools' "
-        "own; a raw GPU request that tolerates a non-entitled pool's taints (a blanket Exists included) with a "
-        "nodeSelector that does not exclude it",
+        "own; a raw GPU request (no class, or the opt-out label) that tolerates a non-entitled pool's taints (a "
+        "blanket Exists included) with a nodeSelector that does not exclude it; a Pod UPDATE, GPU or not, that "
+        "gains such reach (tolerations added, or nodeSelector while gated; re-create the pod)",
         "node affinity (every operator, matchFields), nodeName, Gt/Lt tolerations, DRA claims and GPU fractions, "
         "node-by-node judgement from Node objects: the full scheduler model costs more CEL than the budget allows",
     ),
@@ -55,10 +57,11 @@ WHY: dict[str, tuple[str, str]] = {
         "operator kinds",
     ),
     "gpu-count-exceeded": (
-        "whole GPUs and MIG devices in the regular containers' limits above the class's maxGPUs (Pods, Jobs, "
-        "mutated kinds, as stored)",
-        "the pool's GPUs per node, sidecars and init containers, DRA claims, shared slices, controllers' templates "
-        "(judged after the mutation rewrites them)",
+        "whole GPUs and MIG devices in limits above the class's maxGPUs, as Kubernetes accounts them: regular "
+        "containers and native sidecars together, each ordinary init container alone (Pods, Jobs, mutated kinds, "
+        "as stored)",
+        "the pool's GPUs per node, sidecars declared before an init container, DRA claims, shared slices, "
+        "controllers' templates (judged after the mutation rewrites them)",
     ),
     "intent-invalid": (
         "an unknown class; gpus, gang-size, isolation, rdma, topology, pool or gpu-model values that no reading "
