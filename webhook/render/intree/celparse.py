@@ -217,7 +217,7 @@ class _Parser:
             return Node("const", value=_string_value(text))
         if kind == "num":
             self.take()
-            return Node("const", value=0)
+            return Node("const", value=int(text) if text.isdigit() else 0)  # the value of guards' bounds
         if kind == "id":
             self.take()
             if text in ("true", "false"):

@@ -43,8 +43,8 @@ WHY: dict[str, tuple[str, str]] = {
     "privileged-gpu": (
         "in a pod holding device-plugin GPUs or declaring a class: privileged, SYS_ADMIN/ALL, a hostPath at or "
         "under /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES set to a literal other than none/void",
-        "pods that only reach a pool of sliced cards (reachability), envFrom and valueFrom, paths with '..', DRA "
-        "adminAccess (needs the claim template)",
+        "pods that only reach a pool of sliced cards (reachability), envFrom and valueFrom, paths with '..', a "
+        "capability longer than 64 characters, DRA adminAccess (needs the claim template)",
     ),
     "node-name-set": (
         "spec.nodeName on a template that declares a class or holds a GPU resource (on UPDATE only when newly set)",

@@ -13,6 +13,7 @@ it), charged rule by rule as cel-go charges it, as a worst case over every objec
 :class:`Profile` (how many templates, containers, env entries, ... an object may carry and how long its
 strings are; :data:`DOCUMENTED` is the bound docs/policy.md promises):
 
+* a guard ``size(x) <= n && ...`` on a comprehension variable bounds x's length to n on the right;
 * 1 per identifier, field selection or index; ``has()`` itself nothing (its operand's reads are charged);
   constants nothing; ``&&``, ``||`` and ``?:`` nothing themselves (both sides of ``&&``/``||`` charged,
   the dearer branch of ``?:``);
@@ -180,7 +181,10 @@ class _Pricer:
             c2, _ = self.price(node.args[1], scope)
             seq = _as_list(container, self.profile)
             return c1 + c2 + 1, seq.elem or Value("dyn")
-        if op in ("and", "or"):
+        if op == "and":  # ``size(x) <= n && ...``: the right side runs only on an x of at most n
+            narrowed = _narrowed(node.args[0], scope)
+            return self.price(node.args[0], scope)[0] + self.price(node.args[1], narrowed)[0], SCALAR
+        if op == "or":
             return self.price(node.args[0], scope)[0] + self.price(node.args[1], scope)[0], SCALAR
         if op == "cond":
             c0, _ = self.price(node.args[0], scope)
@@ -258,6 +262,21 @@ class _Pricer:
         if name == "size":
             return cost + 1, SCALAR
         return cost + 1, SCALAR
+
+
+def _narrowed(test: Node, scope: Mapping[str, Value]) -> Mapping[str, Value]:
+    """The scope after ``size(x) <= n`` (or ``< n``) held, ``x`` a comprehension variable: x is a string of
+    at most n. The renderer guards costly string functions this way (and leaves longer strings to the
+    webhook)."""
+    if test.op != "call" or test.name not in ("_<=_", "_<_") or test.args[1].op != "const":
+        return scope
+    size, limit = test.args
+    if size.op != "call" or size.name != "size" or len(size.args) != 1 or size.args[0].op != "ident":
+        return scope
+    name, n = size.args[0].name, limit.value
+    if name not in scope or not isinstance(n, int):
+        return scope
+    return {**scope, name: Value("str", n if test.name == "_<=_" else n - 1)}
 
 
 def _join_opt(a: Value | None, b: Value | None) -> Value | None:
