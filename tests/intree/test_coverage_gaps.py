@@ -157,3 +157,23 @@ def test_an_update_adding_an_entitled_pools_toleration_is_admitted():
     new = _update(old, tolerations=old["spec"]["tolerations"] + TRAIN_TOLERATIONS)
     verdict, _ = judge(new, operation="UPDATE", old=old)
     assert verdict.decision == ALLOW, verdict.messages
+
+
+def _plain_cpu_update():
+    old = stored(pod(), "team-a", policy_named("default"))
+    return old, _update(old, tolerations=old["spec"]["tolerations"] + TRAIN_TOLERATIONS)
+
+
+def test_a_plain_cpu_pods_update_gaining_a_foreign_pool_is_denied_in_tree():
+    """No toolkit env in the pod: the image may still set NVIDIA_VISIBLE_DEVICES=all (CUDA images do)."""
+    old, new = _plain_cpu_update()
+    verdict, _ = judge(new, SERVING, operation="UPDATE", old=old)
+    assert any(m.startswith("[pool-spoofing] the pod update") for m in verdict.messages), verdict.messages
+
+
+@pytest.mark.xfail(strict=True, reason="the engine's UPDATE-reach rule (issue 41 item 1) is built on another branch; "
+                   "until it lands the engine admits this update that the in-tree policy denies")
+def test_the_engine_denies_the_plain_cpu_pods_update_too():
+    old, new = _plain_cpu_update()
+    _, decision = judge(new, SERVING, operation="UPDATE", old=old)
+    assert not decision.allowed  # by whichever rule it reports; the in-tree message names pool-spoofing
