@@ -123,14 +123,14 @@ def test_an_update_adding_a_foreign_pools_tolerations_is_denied():
     old = _cpu_pod()
     new = _update(old, tolerations=old["spec"]["tolerations"] + TRAIN_TOLERATIONS)
     verdict, decision = judge(new, SERVING, operation="UPDATE", old=old)
-    denied_by(verdict, decision, "pool-spoofing")
-    assert any("re-create" in m or "create it again" in m for m in verdict.messages), verdict.messages
+    denied_by(verdict, decision, "privileged-gpu")
+    assert any("re-create" in m for m in verdict.messages), verdict.messages
 
 
 def test_an_update_adding_a_blanket_toleration_is_denied():
     old = _cpu_pod()
     new = _update(old, tolerations=[*old["spec"]["tolerations"], {"operator": "Exists"}])
-    denied_by(*judge(new, SANDBOX, operation="UPDATE", old=old), "pool-spoofing")
+    denied_by(*judge(new, SANDBOX, operation="UPDATE", old=old), "privileged-gpu")
 
 
 def test_a_gated_pod_gaining_a_foreign_pools_selector_and_tolerations_is_denied():
@@ -140,7 +140,7 @@ def test_a_gated_pod_gaining_a_foreign_pools_selector_and_tolerations_is_denied(
         nodeSelector={"workload": "gpu-train"},
         tolerations=old["spec"]["tolerations"] + TRAIN_TOLERATIONS,
     )
-    denied_by(*judge(new, SERVING, operation="UPDATE", old=old), "pool-spoofing")
+    denied_by(*judge(new, SERVING, operation="UPDATE", old=old), "privileged-gpu")
 
 
 def test_an_update_that_keeps_reach_is_admitted():
@@ -159,21 +159,25 @@ def test_an_update_adding_an_entitled_pools_toleration_is_admitted():
     assert verdict.decision == ALLOW, verdict.messages
 
 
-def _plain_cpu_update():
-    old = stored(pod(), "team-a", policy_named("default"))
+def _plain_cpu_update(env=None):
+    obj = pod()
+    if env is not None:
+        obj["spec"]["containers"][0]["env"] = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": env}]
+    old = stored(obj, "team-a", policy_named("default"))
     return old, _update(old, tolerations=old["spec"]["tolerations"] + TRAIN_TOLERATIONS)
 
 
-def test_a_plain_cpu_pods_update_gaining_a_foreign_pool_is_denied_in_tree():
-    """No toolkit env in the pod: the image may still set NVIDIA_VISIBLE_DEVICES=all (CUDA images do)."""
+def test_a_plain_cpu_pods_update_gaining_a_foreign_pool_is_denied_as_the_engine_does():
+    """No toolkit env in the pod: the image may still set NVIDIA_VISIBLE_DEVICES=all (CUDA images do). The
+    engine's UPDATE-reach rule reports it under privileged-gpu (main since 32cc283)."""
     old, new = _plain_cpu_update()
-    verdict, _ = judge(new, SERVING, operation="UPDATE", old=old)
-    assert any(m.startswith("[pool-spoofing] the pod update") for m in verdict.messages), verdict.messages
+    verdict, decision = judge(new, SERVING, operation="UPDATE", old=old)
+    denied_by(verdict, decision, "privileged-gpu")
+    assert any(m.startswith("[privileged-gpu] the pod update") for m in verdict.messages), verdict.messages
 
 
-@pytest.mark.xfail(strict=True, reason="the engine's UPDATE-reach rule (issue 41 item 1) is built on another branch; "
-                   "until it lands the engine admits this update that the in-tree policy denies")
-def test_the_engine_denies_the_plain_cpu_pods_update_too():
-    old, new = _plain_cpu_update()
-    _, decision = judge(new, SERVING, operation="UPDATE", old=old)
-    assert not decision.allowed  # by whichever rule it reports; the in-tree message names pool-spoofing
+def test_a_pod_whose_containers_void_the_devices_may_gain_reach():
+    """Every container sets NVIDIA_VISIBLE_DEVICES=void: the engine admits the update, so must the VAP."""
+    old, new = _plain_cpu_update(env="void")
+    verdict, decision = judge(new, SERVING, operation="UPDATE", old=old)
+    assert decision.allowed and verdict.decision == ALLOW, verdict.messages

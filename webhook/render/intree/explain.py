@@ -35,14 +35,15 @@ WHY: dict[str, tuple[str, str]] = {
     "pool-spoofing": (
         "a nodeSelector carrying a non-entitled pool's labels; a toleration spelled as only non-entitled pools' "
         "own; a raw GPU request (no class, or the opt-out label) that tolerates a non-entitled pool's taints (a "
-        "blanket Exists included) with a nodeSelector that does not exclude it; a Pod UPDATE, GPU or not, that "
-        "gains such reach (tolerations added, or nodeSelector while gated; re-create the pod)",
+        "blanket Exists included) with a nodeSelector that does not exclude it",
         "node affinity (every operator, matchFields), nodeName, Gt/Lt tolerations, DRA claims and GPU fractions, "
         "node-by-node judgement from Node objects: the full scheduler model costs more CEL than the budget allows",
     ),
     "privileged-gpu": (
         "in a pod holding device-plugin GPUs or declaring a class: privileged, SYS_ADMIN/ALL, a hostPath at or "
-        "under /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES set to a literal other than none/void",
+        "under /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES set to a literal other than none/void; "
+        "a Pod UPDATE (tolerations, or a gated pod's nodeSelector) that makes a pod which reached no GPU pool "
+        "reach a non-entitled one with a container not voiding its devices (re-create the pod)",
         "pods that only reach a pool of sliced cards (reachability), envFrom and valueFrom, paths with '..', a "
         "capability longer than 64 characters, DRA adminAccess (needs the claim template)",
     ),
