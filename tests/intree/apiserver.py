@@ -281,10 +281,11 @@ class InTree:
             "name": meta.get("name", ""),
             "namespace": req.namespace,
             "resource": dict(zip(("group", "version", "resource"), req.resource, strict=True)),
-            "subResource": req.sub_resource,
             "userInfo": user,
             "dryRun": False,
         }
+        if req.sub_resource:  # the AdmissionRequest's omitempty: an empty subResource is absent in CEL
+            request["subResource"] = req.sub_resource
         base = {
             "object": celpy.json_to_cel(prune_nulls(req.obj) if req.obj is not None else None),
             "oldObject": celpy.json_to_cel(prune_nulls(req.old) if req.old is not None else None),

@@ -81,3 +81,14 @@ def test_a_policy_too_large_to_fit_is_refused_with_the_reason(tmp_path, capsys):
 
 def test_a_policy_a_little_larger_than_the_shipped_one_still_fits():
     render(load_policy_texts([("more.yaml", _big_policy(4))]), RenderOptions())
+
+
+def test_lint_says_why_the_in_tree_policies_cannot_be_rendered(tmp_path, capsys):
+    """A policy beside an in-tree manifest that no longer fits: lint names the expression and the limit."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "big.yaml").write_text(_big_policy(150))
+    (tmp_path / "manifests" / "in-tree").mkdir(parents=True)
+    (tmp_path / "manifests" / "in-tree" / "rendered.yaml").write_text("# rendered from a smaller policy\n")
+    assert main(["policy", "lint", "--strict", str(tmp_path / "policies")]) == 1
+    out = capsys.readouterr().out
+    assert "cannot be rendered from this policy" in out and "per-expression limit" in out, out

@@ -243,8 +243,15 @@ def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFin
     try:
         options = RenderOptions(kube_version=version, mutating=mutating, availability=choice.availability)
         fresh = rendered_yaml(policy, intree.render(policy, options))
-    except TooLarge as exc:
-        fresh = str(exc)
+    except TooLarge as exc:  # the render refuses: say why, not only that the manifest is stale
+        issue = PolicyIssue(
+            str(manifest), 1, 1, "",
+            f"{IN_TREE_MANIFEST} cannot be rendered from this policy: the in-tree policies are {exc}",
+            "shrink the policy until `gpu-admission policy render --in-tree` succeeds, or remove "
+            f"{IN_TREE_MANIFEST} and rely on the webhook alone",
+            "warning",
+        )
+        return [LintFinding(issue, "render-needed")]
     if fresh == current:
         return []
     flag = " --kube-version 1.36" if not recorded and version >= (1, 36) else ""

@@ -25,8 +25,8 @@ from typing import Literal
 from webhook.policy.compiled import Policy
 
 Test = Callable[[Policy, str], str | None]
-Scope = Literal["templates", "stored", "mutated-create"]
-Over = Literal["classed", "gpu", "raw", "object"]
+Scope = Literal["templates", "stored", "mutated-create", "pod-update"]
+Over = Literal["classed", "gpu", "raw", "object", "templates"]
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,13 @@ class Check:
     """``templates``: every intercepted kind, CREATE and UPDATE; ``stored``: the kinds the webhook mutates
     (Pods, Jobs, ...), whose templates the engine judges as stored, where a controller's template is
     judged as its pods will be after mutation (a raw request pinned, resources translated);
-    ``mutated-create``: the CREATE of such a kind (only there is a placement owed)."""
+    ``mutated-create``: the CREATE of such a kind (only there is a placement owed); ``pod-update``: the
+    UPDATE of a Pod itself (no subresource), where the test may read ``oldObject``."""
     over: Over = "gpu"
     """Which templates the test is about: ``classed`` (the template's own workload label names a class, not
     the opt-out), ``gpu`` (classed, or holding a GPU resource), ``raw`` (no workload label, a GPU resource);
     each is a variable computed once, so a check costs nothing on an object with no such template;
+    ``templates``: every template, GPU or not;
     ``object``: a test on the whole object (``t`` is ``object`` or ``oldObject``) for one class, called as
     ``test(policy, root, class_name)`` once per class of the policy."""
     exact: bool = False

@@ -9,11 +9,13 @@ for a large but real object (:data:`BOUNDS`: how many templates, containers, tol
 env entries, ... it may carry), and a policy whose expressions would pass a limit at those sizes is
 refused with the reason instead of rendered.
 
-The model, an upper bound in cel-go's units: every operation node of the parsed expression costs 1;
-a comprehension (``exists``, ``all``, ``filter``, ``map``, ``exists_one``) costs its range plus the
-range's bound times its body; ``matches`` costs a tenth of the string bound (cel-go's string
-traversal factor), ``sum``/``in`` their list's bound. It is not cel-go's static estimator (which
-assumes lists as long as a 3 MiB request allows, and is not what admission enforces).
+The gate's model, a token heuristic in cel-go's units (it under-counts list and map literals, the appends
+of ``map``/``filter`` and ``matches`` on long strings; :mod:`webhook.render.intree.runtimecost` charges
+what cel-go charges, and the rendered policies do not fit it yet): every operation node of the parsed
+expression costs 1; a comprehension (``exists``, ``all``, ``filter``, ``map``, ``exists_one``) costs its
+range plus the range's bound times its body; ``matches`` costs a tenth of the string bound (cel-go's
+string traversal factor), ``sum``/``in`` their list's bound. It is not cel-go's static
+estimator (which assumes lists as long as a 3 MiB request allows, and is not what admission enforces).
 """
 
 from __future__ import annotations
@@ -200,14 +202,23 @@ def estimates(obj: dict[str, Any]) -> list[Estimate]:
 
 
 def check(objects: list[dict[str, Any]]) -> None:
-    """Raise :class:`TooLarge` naming every expression or policy past a limit."""
+    """Raise :class:`TooLarge` naming every expression or policy past a limit, or past cel-go's parser
+    limits (100,000 code points, nesting 250: the apiserver would reject the policy at creation)."""
     import json
+
+    from webhook.render.intree.celparse import CelSyntaxError, parse
 
     problems = []
     for obj in objects:
         if obj.get("kind") not in ("ValidatingAdmissionPolicy", "MutatingAdmissionPolicy"):
             continue
         name = obj["metadata"]["name"]
+        for part in ("matchConditions", "variables", "validations", "mutations"):
+            for where, expression in _expressions(obj.get("spec") or {}, part):
+                try:
+                    parse(expression)
+                except CelSyntaxError as exc:
+                    problems.append(f"{name}: {where}: cel-go's parser would refuse it: {exc}")
         found = estimates(obj)
         for e in found:
             if e.cost > PER_CALL_LIMIT:

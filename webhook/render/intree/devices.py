@@ -8,9 +8,10 @@ strip, so the CEL test matches less), a mounted hostPath at ``/``, ``/dev`` or u
 ``NVIDIA_DRIVER_CAPABILITIES`` entry set to a literal other than ``none``/``void``. Pods that only
 *reach* a pool of sliced cards, DRA ``adminAccess`` and ``envFrom`` are the webhook's.
 
-``gpu-count-exceeded``: whole GPUs and MIG devices written as plain integers in the limits of the
-regular containers, a lower bound of what Kubernetes accounts (sidecars and the largest init container
-can only add), above the class's ``maxGPUs``. Judged on the kinds stored as written (a controller's
+``gpu-count-exceeded``: whole GPUs and MIG devices written as plain integers in limits, counted as
+Kubernetes accounts them (Σ regular + Σ native sidecars, against each ordinary init container alone;
+a lower bound, since the sidecars declared before an init container would add to it), above the
+class's ``maxGPUs``. Judged on the kinds stored as written (a controller's
 template is judged by the engine after its mutation rewrote the resources).
 """
 
@@ -22,7 +23,9 @@ from webhook.render.intree.cel import ALL_CONTAINERS, cel_list, class_of, contai
 from webhook.render.intree.checks import check
 from webhook.render.webhooks import cel_string
 
-_CAPABILITY = r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
+_CAPABILITY = r"size(a) <= 64 && a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
+"""A capability longer than 64 characters (padding around SYS_ADMIN) is left to the webhook: matches() on an
+unbounded string costs more than the apiserver's per-expression budget allows."""
 _DEV = "(p == '/' || p == '/dev' || (p.startsWith('/dev/') && !p.contains('..')))"
 
 
@@ -95,14 +98,27 @@ def dev_host_path(policy: Policy, t: str) -> str:
     )
 
 
-def _count(t: str) -> str:
-    """Whole GPUs and MIG devices in the limits of ``t``'s regular containers, plain integers only."""
+def _gpus(c: str) -> str:
+    """Whole GPUs and MIG devices in the limits of container ``c``, plain integers only."""
     return (
-        f"(has({t}.spec.containers) ? {t}.spec.containers : []).map(c,\n"
-        "  has(c.resources) && has(c.resources.limits) ?\n"
-        "    c.resources.limits.filter(k, (k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')) &&\n"
-        "      string(c.resources.limits[k]).matches('^[0-9]{1,6}$')).map(k, int(c.resources.limits[k])).sum() :\n"
-        "    0).sum()"
+        f"(has({c}.resources) && has({c}.resources.limits) ?\n"
+        f"    {c}.resources.limits.filter(k, (k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')) &&\n"
+        f"      string({c}.resources.limits[k]).matches('^[0-9]{{1,6}}$'))\n"
+        f"      .map(k, int({c}.resources.limits[k])).sum() :\n"
+        "    0)"
+    )
+
+
+def _exceeds(t: str, maximum: str) -> str:
+    """Kubernetes' accounting past ``maximum``, a lower bound of it: the regular containers and the native
+    sidecars (init containers with ``restartPolicy: Always``, which keep running) together, or any one
+    ordinary init container (which runs alone; the sidecars declared before it can only add)."""
+    sidecar = "has(c.restartPolicy) && c.restartPolicy == 'Always'"
+    inits = f"(has({t}.spec.initContainers) ? {t}.spec.initContainers : [])"
+    return (
+        f"(((has({t}.spec.containers) ? {t}.spec.containers : []) + {inits}.filter(c, {sidecar})).map(c,\n"
+        f"  {_gpus('c')}).sum() > {maximum} ||\n"
+        f"  {inits}.exists(c, !({sidecar}) && {_gpus('c')} > {maximum}))"
     )
 
 
@@ -121,5 +137,5 @@ def class_max(policy: Policy, t: str) -> str | None:
     cls = class_of(policy, t)
     return (
         f"(has({t}.spec) && {cls} in {table} &&\n"
-        f"  ({resolution_denies(policy, cls)}) &&\n  {_count(t)} > {table}[{cls}])"
+        f"  ({resolution_denies(policy, cls)}) &&\n  {_exceeds(t, f'{table}[{cls}]')})"
     )

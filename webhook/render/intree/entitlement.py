@@ -28,6 +28,7 @@ from webhook.engine.model.reach import normal_toleration as _normal
 from webhook.policy.compiled import CompiledPool, Policy
 from webhook.render.intree.cel import cel_list, class_of, containers
 from webhook.render.intree.checks import check
+from webhook.render.intree.devices import _env as _toolkit_value
 from webhook.render.webhooks import cel_string
 
 ENTITLED_CLASSES = "variables.entitledClasses"
@@ -209,4 +210,73 @@ def raw_reach(policy: Policy, t: str) -> str | None:
     return (
         f"(has({t}.spec) && !{_adopted(policy, t)} &&\n  {_only_plain_devices(policy, t)} &&\n"
         f"  [{_device_keys(policy, t)}].exists(ks,\n  {tests}))"
+    )
+
+
+def _may_tolerate(key: str, effect: str | None) -> str:
+    """Some toleration of the old pod could tolerate the taint: any key-less toleration or one of its key,
+    of any operator and value, with a compatible effect (wider than Kubernetes' matching)."""
+    effect_ok = "" if effect is None else f" && (!has(x.effect) || x.effect == '' || x.effect == {cel_string(effect)})"
+    return (
+        f"(has(oldObject.spec.tolerations) && oldObject.spec.tolerations.exists(x,\n"
+        f"    (!has(x.key) || x.key == '' || x.key == {cel_string(key)}){effect_ok}))"
+    )
+
+
+def _old_may_reach(pool: CompiledPool) -> str:
+    """The old pod may have reached ``pool`` (a bound, or a pool without filtering taints, always may):
+    only a pool the old pod certainly could not reach is one the update can gain."""
+    parts = [_may_tolerate(key, effect) for key, _, effect in pool.taints if effect is None or effect in FILTERING]
+    if not parts:
+        return "true"
+    bound = "(has(oldObject.spec.nodeName) && oldObject.spec.nodeName != '')"
+    return f"(!has(oldObject.spec) || {bound} ||\n  " + " &&\n  ".join(parts) + ")"
+
+
+def _void_missing(policy: Policy, t: str) -> str:
+    """A container or init container with no GPU resource and no claim, and either no ``NVIDIA_VISIBLE_DEVICES``
+    entry (the engine's "device env missing": the image's own value would reach the node's GPUs) or a last
+    one set to a literal other than none/void (its toolkit-env finding); a pod with a GPU-fraction
+    annotation is left to the webhook."""
+    prefixes = " || ".join(f"k.startsWith({cel_string(p)})" for p in (*policy.gpu_prefixes, "rdma/"))
+    fractions = " || ".join(f"{cel_string(k)} in {t}.metadata.annotations" for k in policy.fraction_keys) or "false"
+    return (
+        f"!(has({t}.metadata) && has({t}.metadata.annotations) && ({fractions})) &&\n"
+        f"  ({containers(t, 'containers', 'initContainers')}).exists(c,\n"
+        "    (!(has(c.env) && c.env.exists(e, has(e.name) && e.name == 'NVIDIA_VISIBLE_DEVICES')) ||\n"
+        f"      (has(c.env) && {_toolkit_value('NVIDIA_VISIBLE_DEVICES')})) &&\n"
+        "    !(has(c.resources) && ((has(c.resources.claims) && size(c.resources.claims) > 0) ||\n"
+        f"      (has(c.resources.limits) && c.resources.limits.exists(k, {prefixes})) ||\n"
+        f"      (has(c.resources.requests) && c.resources.requests.exists(k, {prefixes})))))"
+    )
+
+
+@check(
+    "privileged-gpu",
+    "update-gains-foreign-pool",
+    "the pod update adds tolerations, a nodeSelector or affinity that let the scheduler place it on a GPU pool "
+    "the namespace is not entitled to, with containers whose image would see that node's GPUs (no "
+    "NVIDIA_VISIBLE_DEVICES); a pod's env cannot change by update: delete it and re-create it",
+    over="templates",
+    scope="pod-update",
+    waived=lambda policy, t: "false",
+)
+def update_gains_reach(policy: Policy, t: str) -> str | None:
+    """The engine's UPDATE-reach finding, in part: a Pod UPDATE (tolerations on any pod; nodeSelector or
+    affinity while scheduling-gated, KEP-3838) after which the pod certainly reaches a pool the namespace
+    may not use (the raw request's test, on the fields CEL can bound) while the old pod certainly reached
+    no GPU pool at all (it tolerated none of some filtering taint of every pool), with a container the
+    engine finds without its device void. A policy with a pool without filtering taints is left to the
+    webhook (every pod may reach that pool already)."""
+    tainted = [p for p in policy.pools.values() if any(e is None or e in FILTERING for _, _, e in p.taints)]
+    if not tainted or len(tainted) < len(policy.pools):
+        return None
+    old_reached_none = " &&\n  ".join(f"!{_old_may_reach(p)}" for p in tainted)
+    tests = [
+        f"(!({cel_string(n)} in {ENTITLED_POOLS}) &&\n  {_reaches(policy, p, t)})" for n, p in policy.pools.items()
+    ]
+    return (
+        f"(has({t}.spec) && {_only_plain_devices(policy, t)} &&\n  {old_reached_none} &&\n"
+        f"  {_void_missing(policy, t)} &&\n"
+        f"  [{_device_keys(policy, t)}].exists(ks,\n  " + " ||\n  ".join(tests) + "))"
     )

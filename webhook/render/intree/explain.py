@@ -22,10 +22,11 @@ HOLDS, PARTLY, NO = "holds", "partly", "webhook only"
 # rule -> (in-tree part, what only the webhook judges and why)
 WHY: dict[str, tuple[str, str]] = {
     "placement-missing": (
-        "a class pod (Job, Volcano Job, mutated kind) created without a label of every pool its class may "
-        'resolve to: denied "webhook unavailable, retry"',
-        "missing tolerations, device resources or claims alone (they need the resolution: which pool, which "
-        "profile); classes with a pool that sets no labels",
+        "a class pod (Job, Volcano Job, mutated kind) created unplaced for every pool its class may resolve to: "
+        "a pool label missing from its nodeSelector, a pool toleration missing, or (device-plugin pools) no GPU "
+        'resource in any container\'s limits: denied "webhook unavailable, retry"',
+        "the exact device resources and profile (they need the resolution), DRA claims; classes with a pool that "
+        "sets no labels",
     ),
     "class-not-allowed": (
         "a template's class that the namespace's entitlement (first matching namespace rule) does not grant",
@@ -33,16 +34,18 @@ WHY: dict[str, tuple[str, str]] = {
     ),
     "pool-spoofing": (
         "a nodeSelector carrying a non-entitled pool's labels; a toleration spelled as only non-entitled pools' "
-        "own; a raw GPU request that tolerates a non-entitled pool's taints (a blanket Exists included) with a "
-        "nodeSelector that does not exclude it",
+        "own; a raw GPU request (no class, or the opt-out label) that tolerates a non-entitled pool's taints (a "
+        "blanket Exists included) with a nodeSelector that does not exclude it",
         "node affinity (every operator, matchFields), nodeName, Gt/Lt tolerations, DRA claims and GPU fractions, "
         "node-by-node judgement from Node objects: the full scheduler model costs more CEL than the budget allows",
     ),
     "privileged-gpu": (
         "in a pod holding device-plugin GPUs or declaring a class: privileged, SYS_ADMIN/ALL, a hostPath at or "
-        "under /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES set to a literal other than none/void",
-        "pods that only reach a pool of sliced cards (reachability), envFrom and valueFrom, paths with '..', DRA "
-        "adminAccess (needs the claim template)",
+        "under /dev, NVIDIA_VISIBLE_DEVICES/NVIDIA_DRIVER_CAPABILITIES set to a literal other than none/void; "
+        "a Pod UPDATE (tolerations, or a gated pod's nodeSelector) that makes a pod which reached no GPU pool "
+        "reach a non-entitled one with a container not voiding its devices (re-create the pod)",
+        "pods that only reach a pool of sliced cards (reachability), envFrom and valueFrom, paths with '..', a "
+        "capability longer than 64 characters, DRA adminAccess (needs the claim template)",
     ),
     "node-name-set": (
         "spec.nodeName on a template that declares a class or holds a GPU resource (on UPDATE only when newly set)",
@@ -55,10 +58,11 @@ WHY: dict[str, tuple[str, str]] = {
         "operator kinds",
     ),
     "gpu-count-exceeded": (
-        "whole GPUs and MIG devices in the regular containers' limits above the class's maxGPUs (Pods, Jobs, "
-        "mutated kinds, as stored)",
-        "the pool's GPUs per node, sidecars and init containers, DRA claims, shared slices, controllers' templates "
-        "(judged after the mutation rewrites them)",
+        "whole GPUs and MIG devices in limits above the class's maxGPUs, as Kubernetes accounts them: regular "
+        "containers and native sidecars together, each ordinary init container alone (Pods, Jobs, mutated kinds, "
+        "as stored)",
+        "the pool's GPUs per node, sidecars declared before an init container, DRA claims, shared slices, "
+        "controllers' templates (judged after the mutation rewrites them)",
     ),
     "intent-invalid": (
         "an unknown class; gpus, gang-size, isolation, rdma, topology, pool or gpu-model values that no reading "

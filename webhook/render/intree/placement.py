@@ -4,17 +4,23 @@
 Job, mutated operator kind) created while the webhook was down, timed out or was undone by a later
 webhook lacks its pool's nodeSelector, and is denied with "webhook unavailable, retry" instead of
 being scheduled wherever its tolerations and selectors let it. The test is conservative: the
-template's nodeSelector lacks a label of *every* pool its class may resolve to (a class with a pool
-that sets no labels is left to the webhook), and it holds only where every rule a failed resolution
-reports under denies, so that a template the engine cannot resolve is still one it denies.
+template is unplaced for *every* pool its class may resolve to (a class with a pool that sets no labels
+is left to the webhook), and it holds only where every rule a failed resolution reports under denies,
+so that a template the engine cannot resolve is still one it denies. Unplaced for a pool is any of what
+the engine requires of the resolved pool: its nodeSelector lacks a label of the pool; a toleration of
+the pool is not there as the mutation writes it (the engine's normal form: key, operator with Equal
+for empty, value, effect); or, for a device-plugin pool, no regular container names any GPU resource
+in its limits (the resolution always writes one into the GPU container; DRA pools write a claim, left
+to the webhook). A placement written in part by hand is as unplaced as none at all.
 """
 
 from __future__ import annotations
 
-from webhook.policy.compiled import Policy
-from webhook.render.intree.cel import class_of, resolution_denies
+from webhook.engine.model.reach import toleration_forms
+from webhook.policy.compiled import CompiledPool, Policy
+from webhook.render.intree.cel import cel_list, class_of, resolution_denies
 from webhook.render.intree.checks import check
-from webhook.render.intree.entitlement import _selects
+from webhook.render.intree.entitlement import _selects, _spelled
 from webhook.render.webhooks import cel_string
 
 
@@ -32,7 +38,7 @@ def unplaced(policy: Policy, t: str) -> str | None:
         pools = [policy.pools[p] for p in cls.pools if p in policy.pools]
         if not pools or any(not p.spec.node_selector for p in pools):
             continue
-        lacking = " && ".join(f"!({_selects(p, t)})" for p in pools)
+        lacking = " && ".join(_unplaced(policy, p, t) for p in pools)
         per_class.append(f"({class_of(policy, t)} == {cel_string(name)} &&\n  {lacking})")
     if not per_class:
         return None
@@ -41,6 +47,23 @@ def unplaced(policy: Policy, t: str) -> str | None:
         + " ||\n  ".join(per_class)
         + "))"
     )
+
+
+def _unplaced(policy: Policy, pool: CompiledPool, t: str) -> str:
+    """Template ``t`` lacks part of what the mutation writes for ``pool``: a label, a toleration, devices."""
+    parts = [f"!({_selects(pool, t)})"]
+    for form in dict.fromkeys(toleration_forms(policy, pool)):
+        if all(type(v) in (str, type(None)) for v in form):
+            parts.append(f"!(has({t}.spec.tolerations) && {t}.spec.tolerations.exists(x, {_spelled(form)}))")
+    if pool.spec.dra is None:
+        names = " || ".join(
+            [f"k.startsWith({cel_string(p)})" for p in policy.gpu_prefixes] + [f"k in {cel_list(sorted(pool.offers))}"]
+        )
+        parts.append(
+            f"!(has({t}.spec.containers) && {t}.spec.containers.exists(c, has(c.resources) &&\n"
+            f"    has(c.resources.limits) && c.resources.limits.exists(k, {names})))"
+        )
+    return "(" + " ||\n    ".join(parts) + ")"
 
 
 def _node_name(t: str) -> str:

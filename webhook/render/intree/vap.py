@@ -94,7 +94,8 @@ def variables(policy: Policy, checks: list[Check]) -> list[dict[str, str]]:
             "name": "gpu",
             "expression": f"variables.templates.filter(t,\n  {declares(policy, 't')} ||\n  {gpu_held(policy, 't')})",
         },
-        {"name": "raw", "expression": f"variables.gpu.filter(t, !({label_present(policy, 't')}))"},
+        # raw: no class declared (no workload label, or the opt-out): a raw request to the engine
+        {"name": "raw", "expression": f"variables.gpu.filter(t, !{declares(policy, 't')})"},
         {
             "name": "oldTemplates",
             "expression": "request.operation != 'UPDATE' ? [] :\n" + templates_of(policy, "oldObject"),
@@ -107,17 +108,35 @@ def variables(policy: Policy, checks: list[Check]) -> list[dict[str, str]]:
     return out
 
 
+def _differs(field: str) -> str:
+    return (
+        f"has(object.spec.{field}) != has(oldObject.spec.{field}) ||\n"
+        f"    (has(object.spec.{field}) && object.spec.{field} != oldObject.spec.{field})"
+    )
+
+
+REACH_CHANGED = (
+    "(request.operation == 'UPDATE' && request.resource.group == '' && request.resource.resource == 'pods' &&\n"
+    "  !(object == null) && !(oldObject == null) && has(object.spec) && has(oldObject.spec) && (\n  "
+    + " ||\n  ".join(_differs(f) for f in ("tolerations", "nodeSelector", "affinity"))
+    + "))"
+)
+"""A Pod UPDATE that changes what the pod can reach (tolerations on any pod; nodeSelector and affinity
+while it is scheduling-gated): judged whatever the pod holds (a CPU pod can gain a GPU pool)."""
+
+
 def conditions(policy: Policy) -> list[dict[str, str]]:
     """The validating webhook's match conditions, with ``gpu-relevant`` narrowed to what the in-tree
-    checks judge (a template with the workload label, or a GPU resource): every object matched here is
-    one the webhook judges too, and the narrower test stays cheap (the webhook's own also reads DRA
-    claims and device-access triggers of CPU-only pods, which no in-tree check is about)."""
+    checks judge (a template with the workload label, or a GPU resource, or a Pod UPDATE that changes
+    its reach): every object matched here is one the webhook judges too, and the narrower test stays
+    cheap (the webhook's own also reads DRA claims and device-access triggers of CPU-only pods, which
+    no in-tree check is about)."""
     out = []
     for cond in match_conditions(policy, "validating"):
         if cond["name"] == "gpu-relevant":
             tpl = templates_of(policy, "object")
             cond = {"name": "in-tree-relevant", "expression": f"({tpl}).exists(t,\n  "
-                    f"({label_present(policy, 't')}) ||\n  {any_gpu_key(policy, 't')})"}
+                    f"({label_present(policy, 't')}) ||\n  {any_gpu_key(policy, 't')}) ||\n{REACH_CHANGED}"}
         out.append(cond)
     return out
 
@@ -126,7 +145,17 @@ def _scope(check: Check) -> str:
     if check.scope == "stored":
         return "variables.stored && "
     if check.scope == "mutated-create":
-        return "variables.stored && request.operation == 'CREATE' && request.subResource == '' && "
+        # an empty subResource is omitted from ``request`` (omitempty): has() or the test errors
+        return (
+            "variables.stored && request.operation == 'CREATE' &&\n"
+            "  (!has(request.subResource) || request.subResource == '') && "
+        )
+    if check.scope == "pod-update":
+        return (
+            "request.resource.group == '' && request.resource.resource == 'pods' &&\n"
+            "  request.operation == 'UPDATE' && !(oldObject == null) &&\n"
+            "  (!has(request.subResource) || request.subResource == '') && "
+        )
     return ""
 
 
@@ -164,7 +193,7 @@ def validation(policy: Policy, check: Check, action: str) -> dict[str, str] | No
     else:
         waived = f"({declares(policy, 't')} || {any_gpu_key(policy, 't')})"
     expression = f"!({_scope(check)}variables.{check.over}.exists(t,\n  {indent(guarded)}))"
-    if check.scope != "mutated-create":
+    if check.scope not in ("mutated-create", "pod-update"):  # pod-update: the test reads the old pod itself
         expression += f" ||\nvariables.oldTemplates.exists(t,\n  {indent(waived)})"
     return {"expression": expression, "message": f"[{check.rule}] {check.message}", "reason": "Forbidden"}
 
