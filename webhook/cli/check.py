@@ -17,6 +17,7 @@ from webhook.check.progress import Progress
 from webhook.check.runner import Namespaces, check_sources
 from webhook.cli.policy_dir import HELP as POLICY_HELP
 from webhook.cli.policy_dir import default_policy_dir
+from webhook.cli.spelling import old_spelling
 from webhook.engine.model.requester import Requester
 from webhook.namespace_labels import read_namespace_file
 from webhook.policy import PolicyError, load_policy
@@ -46,15 +47,15 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--namespace-labels",
-        "--namespaces",  # the old spelling, one letter from --namespace
         dest="namespaces",
         metavar="FILE",
         help="namespace labels: a YAML map {namespace: {label: value}} or Namespace objects "
-        "(e.g. `kubectl get ns -o yaml`); wins over --cluster-objects and the inputs (old spelling: --namespaces)",
+        "(e.g. `kubectl get ns -o yaml`); wins over --cluster-objects and the inputs",
     )
+    # the old spelling was one letter from --namespace, and meant other things in serve and policy render
+    old_spelling(p, "--namespaces", "--namespace-labels", dest="namespaces", command="check", metavar="FILE")
     p.add_argument(
         "--cluster-objects",
-        "--context",  # the old spelling, which reads like a kubeconfig context
         dest="context",
         action="append",
         default=[],
@@ -62,8 +63,10 @@ def register(sub: Any) -> None:
         help="cluster objects the webhook would look up: Namespaces, Nodes, ResourceClaimTemplates, "
         "ResourceClaims, DeviceClasses, ResourceSlices, ComputeDomains (e.g. `kubectl get ns,nodes,"
         "resourceclaimtemplates,deviceclasses,resourceslices,computedomains -A -o yaml`); a file or directory, "
-        "repeatable; wins over the inputs' own such objects (old spelling: --context)",
+        "repeatable; wins over the inputs' own such objects",
     )
+    # the old spelling reads like a kubeconfig context, which is what --context means to kubectl and `audit`
+    old_spelling(p, "--context", "--cluster-objects", dest="context", command="check", append=True, metavar="FILE")
     p.add_argument(
         "--exclude",
         action="append",

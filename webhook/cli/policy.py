@@ -23,6 +23,7 @@ from typing import Any
 
 from webhook.cli.policy_dir import HELP as POLICY_HELP
 from webhook.cli.policy_dir import default_policy_dir
+from webhook.cli.spelling import old_spelling
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 
@@ -50,13 +51,16 @@ def register(sub: Any) -> None:
     lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     lint.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
     lint.add_argument(
-        "--context",
+        "--cluster-objects",
+        dest="context",
         action="append",
         default=[],
         metavar="FILE",
         help="Node objects (e.g. `kubectl get nodes -o yaml`): report pools whose nodes advertise other MIG "
         "devices or another nvidia.com/mig.config than the policy states; a file or directory, repeatable",
     )
+    old_spelling(lint, "--context", "--cluster-objects", dest="context", command="policy lint", append=True,
+                 metavar="FILE")
     lint.set_defaults(handler=run_lint)
 
     test = verbs.add_parser(
@@ -131,15 +135,18 @@ def register(sub: Any) -> None:
     render.add_argument("--policy", dest="policy_dir", metavar="DIR", help="policy directory (same as DIR)")
     render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     render.add_argument(
-        "--namespaces",
+        "--namespace",
+        "-n",
+        dest="namespaces",
         action="append",
         default=[],
         metavar="NS[,NS...]",
-        help="namespaces that get per-namespace objects (e.g. claim templates); repeatable",
+        help="namespaces that get per-namespace objects (e.g. claim templates), by name; repeatable",
     )
+    old_spelling(render, "--namespaces", "--namespace", dest="namespaces", command="policy render", append=True,
+                 metavar="NS[,NS...]")
     render.add_argument(
         "--cluster-objects",
-        "--context",  # check's old spelling, kept here too
         dest="context",
         action="append",
         default=[],
@@ -147,6 +154,8 @@ def register(sub: Any) -> None:
         help="Namespace objects (e.g. `kubectl get ns -o yaml`): each gets its per-namespace objects, its "
         "entitlement judged from its labels; repeatable",
     )
+    old_spelling(render, "--context", "--cluster-objects", dest="context", command="policy render", append=True,
+                 metavar="FILE")
     render.add_argument("--webhook-namespace", default="gpu-admission", metavar="NS", help="where the webhook runs")
     render.add_argument(
         "--control-plane-cidr",
@@ -251,7 +260,7 @@ def run_lint(args: argparse.Namespace) -> int:
         try:
             nodes = tuple(from_files(read_sources(args.context), "default").nodes.values())
         except ContextError as exc:
-            print(f"gpu-admission: --context: {exc}", file=sys.stderr)
+            print(f"gpu-admission: --cluster-objects: {exc}", file=sys.stderr)
             return 2
     report = lint_path(args.dir, nodes, datetime.now(UTC).date())
     out = sys.stdout
@@ -426,7 +435,7 @@ def run_render(args: argparse.Namespace) -> int:
         try:
             labels = from_files(read_sources(args.context), "default").namespaces
         except ContextError as exc:
-            print(f"gpu-admission: --context: {exc}", file=err)
+            print(f"gpu-admission: --cluster-objects: {exc}", file=err)
             return EXIT_UNUSABLE
     version = parse_kube_version(args.kube_version) if args.kube_version is not None else None
     if args.kube_version is not None and version is None:
