@@ -1,7 +1,7 @@
 """Where the audited objects come from: a live cluster or a snapshot, behind one small interface.
 
 Both give the cluster's own context objects first (Namespaces for entitlement labels, Nodes,
-DeviceClasses, claim templates and claims: what ``check --context`` builds, the same
+DeviceClasses, claim templates and claims: what ``check --cluster-objects`` builds, the same
 :class:`~webhook.check.context.ClusterObjects`), then every object to judge, one at a time. Pods
 come last, so the controllers that own them (a ReplicaSet and its Deployment) have been seen.
 """

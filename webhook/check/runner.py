@@ -419,7 +419,7 @@ def _check_object(
             result.message = (
                 f"{name} looks like a GPU but is not one this policy knows, so nothing was judged; add it to "
                 "settings.gpuResourcePrefixes, or pass the DeviceClass that serves it (extendedResourceName) "
-                "with --context"
+                "with --cluster-objects"
             )
             result.line = _position(doc, (*prefix, *parse_dotted(path))).line
         return result
