@@ -14,6 +14,7 @@ from webhook import yamlpos
 from webhook.check.context import CONTEXT_KINDS
 from webhook.check.inputs import ReadError, Source
 from webhook.check.old import OldObjects
+from webhook.check.not_manifests import not_a_manifest, tool_document
 from webhook.engine import Decision, Request, report
 from webhook.engine import explain as explain_entry
 from webhook.engine.claim_object import is_claim_object
@@ -64,8 +65,8 @@ class CheckResult:
 
     @property
     def label(self) -> str:
-        if isinstance(self.obj, dict):
-            kind = self.obj.get("kind", "?")
+        if isinstance(self.obj, dict) and self.obj.get("kind"):
+            kind = self.obj["kind"]
             meta = self.obj.get("metadata") if isinstance(self.obj.get("metadata"), dict) else {}
             name = meta.get("name") or (
                 f"{meta['generateName']}*" if meta.get("generateName") else "<unnamed>"
@@ -349,6 +350,11 @@ def _check_object(
     today: date | None = None,
 ) -> CheckResult:
     line = doc.line if not prefix else _position(doc, prefix).line
+    why_not = not_a_manifest(obj) if isinstance(obj, dict) else None
+    if why_not is None and isinstance(obj, dict) and obj.get("apiVersion") and obj.get("kind"):
+        why_not = tool_document(obj)
+    if why_not is not None:  # an AdmissionReview, a PolicyTest, CI configuration, ...: no advice about kinds
+        return CheckResult(file, line, Status.SKIPPED, obj=obj, text=doc.text, item_path=prefix, message=why_not)
     if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
         what = "a mapping without apiVersion/kind" if isinstance(obj, dict) else f"a {type(obj).__name__}"
         return CheckResult(
