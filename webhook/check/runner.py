@@ -14,6 +14,7 @@ from webhook import yamlpos
 from webhook.check.context import CONTEXT_KINDS
 from webhook.check.inputs import ReadError, Source
 from webhook.check.old import OldObjects
+from webhook.check.apiserver_limits import refused_by_apiserver
 from webhook.check.not_manifests import not_a_manifest, tool_document
 from webhook.engine import Decision, Request, report
 from webhook.engine import explain as explain_entry
@@ -365,6 +366,19 @@ def _check_object(
             text=doc.text,
             item_path=prefix,
             message=f"not a Kubernetes object ({what}); kubectl apply would reject it",
+        )
+    refused = refused_by_apiserver(obj)
+    if refused:  # the apiserver refuses it before any webhook: passing here would promise an admission
+        path, _ = refused[0]
+        return CheckResult(
+            file,
+            _position(doc, (*prefix, *path)).line,
+            Status.INVALID,
+            obj=obj,
+            text=doc.text,
+            item_path=prefix,
+            message="the apiserver would refuse it: "
+            + "; ".join(f"{'.'.join(where)}: {why}" for where, why in refused),
         )
     claim = is_claim_object(obj)  # judged on its own, when it has something to judge
     if classify(obj, policy) is None and not claim:
