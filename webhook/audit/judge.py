@@ -15,6 +15,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from webhook.audit.stored import as_admitted, controller_of, metadata
+from webhook.check.context import CONTEXT_KINDS
 from webhook.check.runner import Status, engine_failure, verdict
 from webhook.engine import Request, Stage, Violation, mutate, report, validate
 from webhook.engine.model.cluster import Cluster
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
 NOT_GPU = "not-gpu"  # neither intent nor GPU resources: nothing the webhook judges
 NOT_INTERCEPTED = "not-intercepted"  # in a namespace the webhook configurations exclude
 MIRROR_POD = "mirror-pod"  # a static pod's mirror, written by the kubelet
+CLUSTER_CONTEXT = "cluster-context"  # Namespaces, Nodes, DRA objects: read as the cluster's context, not workloads
 
 
 @dataclass(slots=True)
@@ -93,6 +95,8 @@ def judge(
         skip=NOT_GPU,
     )
     if classify(obj, policy) is None:
+        if kind in CONTEXT_KINDS:  # a Namespace, a Node, a DRA object: the cluster's context, not a workload
+            out.skip = CLUSTER_CONTEXT
         return out
     admitted = as_admitted(obj)
     try:
