@@ -134,7 +134,9 @@ _CONTEXT_KIND = re.compile(
 )
 
 
-_CONTEXT_WORD = re.compile(r"\bkind:[ \t]*[\"']?(?:Namespace|Node|DeviceClass|ResourceSlice|ComputeDomain|ResourceClaim)")
+_CONTEXT_WORD = re.compile(
+    r"\bkind:[ \t]*[\"']?(?:Namespace|Node|DeviceClass|ResourceSlice|ComputeDomain|ResourceClaim)"
+)
 
 
 def is_context_item(text: str) -> bool:

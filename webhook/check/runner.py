@@ -11,11 +11,11 @@ from enum import StrEnum
 from typing import Any
 
 from webhook import yamlpos
+from webhook.check.apiserver_limits import refused_by_apiserver
 from webhook.check.context import CONTEXT_KINDS
 from webhook.check.inputs import ReadError, Source
-from webhook.check.old import OldObjects
-from webhook.check.apiserver_limits import refused_by_apiserver
 from webhook.check.not_manifests import not_a_manifest, tool_document
+from webhook.check.old import OldObjects
 from webhook.engine import Decision, Request, report
 from webhook.engine import explain as explain_entry
 from webhook.engine.claim_object import is_claim_object
