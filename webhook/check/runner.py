@@ -13,6 +13,8 @@ from typing import Any
 from webhook import yamlpos
 from webhook.check.apiserver_limits import refused_by_apiserver
 from webhook.check.context import CONTEXT_KINDS
+from webhook.check.expand import ExpandedPod
+from webhook.check.expand import expand as expand_pods
 from webhook.check.inputs import ReadError, Source
 from webhook.check.not_manifests import not_a_manifest, tool_document
 from webhook.check.old import OldObjects
@@ -52,6 +54,7 @@ class CheckResult:
     message: str = ""  # for INVALID / ERROR / SKIPPED
     item_path: tuple[str | int, ...] = ()  # ("items", i) inside a List
     lines: dict[str, int] = field(default_factory=dict)  # violation path -> line
+    expanded: list[ExpandedPod] = field(default_factory=list)  # --expand: the pods its controller creates
     namespace: str = ""
     column: int = 0  # where a YAML error is; 0: not known / not an error
     attention: str = ""  # a skipped document that carries GPU resources or intent keys: where
@@ -117,6 +120,7 @@ def check_sources(
     requester: Requester | None = None,
     today: date | None = None,
     workers: int = 1,
+    expand: bool = False,
 ) -> Iterator[CheckResult]:
     """One result per document, as each is judged: nothing is kept once the caller has it.
 
@@ -128,7 +132,7 @@ def check_sources(
     (:func:`webhook.pool.ordered`), yielding exactly the results of one worker in the same order.
     With ``old`` it stays 1: pairing a document with the object it replaces consumes that object,
     which only one process can do in input order."""
-    judge = _Judge(policy, namespaces, explain, cluster, old, requester, today)
+    judge = _Judge(policy, namespaces, explain, cluster, old, requester, today, expand)
     if workers > 1 and old is None:
         yield from _parallel(judge, sources, workers)
         return
@@ -288,6 +292,7 @@ class _Judge:
     old: OldObjects | None = None
     requester: Requester | None = None
     today: date | None = None
+    expand: bool = False  # --expand: also judge the pods each workload's controller will create
 
     def chunks(self, name: str, chunks: Iterable[tuple[int, str]]) -> Iterator[CheckResult]:
         for item in yamlpos.iter_chunk_documents(chunks, with_nodes=False):
@@ -321,6 +326,7 @@ class _Judge:
                 self.old,
                 self.requester,
                 self.today,
+                expand=self.expand,
             )
         except Exception as exc:  # an engine bug must not hide the other documents
             line = doc.line
@@ -349,6 +355,8 @@ def _check_object(
     old: OldObjects | None = None,
     requester: Requester | None = None,
     today: date | None = None,
+    *,
+    expand: bool = False,
 ) -> CheckResult:
     line = doc.line if not prefix else _position(doc, prefix).line
     why_not = not_a_manifest(obj) if isinstance(obj, dict) else None
@@ -450,6 +458,16 @@ def _check_object(
         located = doc.ensure_nodes()
         for v in decision.violations:
             result.lines[v.path] = located.position((*prefix, *parse_dotted(v.path))).line
+    if expand and decision.allowed:  # a denied workload creates no pods
+        result.expanded = expand_pods(
+            policy, decision.mutated or obj, namespace=ns, labels=labels, cluster=cluster, today=today
+        )
+        # the pods are what runs: a pod the webhook would deny (or warn about) fails CI like the workload would
+        worst = [verdict(e.decision) for e in result.expanded]
+        if Status.DENIED in worst:
+            result.status = Status.DENIED
+        elif Status.WARNED in worst and result.status is Status.ADMITTED:
+            result.status = Status.WARNED
     return result
 
 

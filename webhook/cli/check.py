@@ -99,6 +99,12 @@ def register(sub: Any) -> None:
     p.add_argument("--diff", action="store_true", help="show what the webhook would change (text output)")
     p.add_argument("--explain", action="store_true", help="show the decision trace for each object")
     p.add_argument(
+        "--expand",
+        action="store_true",
+        help="also show the pods each workload's controller will create (Deployment, Job, ...), as the webhook "
+        "admits them: resources, pool, scheduling, and what it says of them (text, json, jsonl, yaml)",
+    )
+    p.add_argument(
         "--fail-on",
         choices=("deny", "warn"),
         default="deny",
@@ -193,6 +199,7 @@ def _check(
         sources,
         namespaces=namespaces,
         explain=args.explain,
+        expand=args.expand,
         cluster=found.cluster(),
         old=old,
         requester=args.requester,
