@@ -63,3 +63,24 @@ def policy():
     from webhook.policy import load_policy
 
     return load_policy(DEFAULT_POLICY_DIR)
+
+
+# The fast subset (README, "Development"): `pytest -m "not slow and not server and not reliability"`.
+# Besides the tests marked ``slow`` by hand, these are slow by nature and marked here, so a new one is
+# covered without anyone remembering to: property-based searches (hypothesis), the scheduler oracle, and
+# the few measured at several seconds each (`pytest --durations=20`).
+SLOW_DIRECTORIES = frozenset({"oracle", "reliability"})
+KNOWN_SLOW = frozenset({
+    "tests/engine/test_shape.py::test_fast_check_and_reporting_walk_agree",
+    "tests/engine/test_patch_builder.py::test_ops_replayed_with_jsonpatch_equal_doc_and_the_source_never_changes",
+    "tests/engine/test_model_values.py::test_no_memo_key_is_an_address",
+    "tests/engine/test_big_objects.py::test_a_one_mib_pod_mutates_in_linear_work",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        hypothesis = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        known = item.nodeid.split("[")[0] in KNOWN_SLOW
+        if hypothesis or known or item.path.parent.name in SLOW_DIRECTORIES:
+            item.add_marker(pytest.mark.slow)
