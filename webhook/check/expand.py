@@ -61,7 +61,7 @@ def expand(
     """Each pod template of ``admitted`` (the workload after the webhook's mutation) as a judged pod;
     empty for a Pod, a kind without templates, or a template the engine only reads (TrainJob's)."""
     kind = classify(admitted, policy)
-    if kind is None or admitted.get("kind") == "Pod" and admitted.get("apiVersion") == "v1":
+    if kind is None or (admitted.get("kind") == "Pod" and admitted.get("apiVersion") == "v1"):
         return []
     controller = policy.settings.controllers[0] if policy.settings.controllers else None
     out: list[ExpandedPod] = []
