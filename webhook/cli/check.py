@@ -102,7 +102,7 @@ def register(sub: Any) -> None:
         "--expand",
         action="store_true",
         help="also show the pods each workload's controller will create (Deployment, Job, ...), as the webhook "
-        "admits them: resources, pool, scheduling, and what it says of them (text, json, jsonl, yaml)",
+        "admits them: resources, pool, scheduling, and what it says of them (text, json, jsonl)",
     )
     p.add_argument(
         "--fail-on",
