@@ -79,6 +79,7 @@ def _serve(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
     )
 
 
+@pytest.mark.slow  # two `serve` processes: a few seconds each
 def test_serve_takes_namespace_labels_and_warns_on_namespaces(tmp_path):
     bad = tmp_path / "ns.yaml"
     bad.write_text("research: [not, a, map]\n")
@@ -91,6 +92,7 @@ def test_serve_takes_namespace_labels_and_warns_on_namespaces(tmp_path):
     assert "must map to a label map" in legacy.stderr
 
 
+@pytest.mark.slow
 def test_serve_reads_the_old_environment_variable_with_a_warning(tmp_path):
     import os
 
