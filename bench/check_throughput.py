@@ -137,7 +137,7 @@ def main() -> None:
         ns = Path(tmp) / "ns.yaml"
         ns.write_text("llm: {gpu-admission.io/tier: training}\ndefault: {gpu-admission.io/tier: training}\n")
         cli = [sys.executable, "-m", "webhook"]
-        compare("check", [*cli, "check", str(stream), "--namespaces", str(ns), "-o", "json"],
+        compare("check", [*cli, "check", str(stream), "--namespace-labels", str(ns), "-o", "json"],
                 args.documents, args.workers, args.runs)
         stream.unlink()
         if args.audit_pods:

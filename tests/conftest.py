@@ -63,3 +63,30 @@ def policy():
     from webhook.policy import load_policy
 
     return load_policy(DEFAULT_POLICY_DIR)
+
+
+# The fast subset (README, "Development"): `pytest -m "not slow and not server and not reliability"`.
+# Besides the tests marked ``slow`` by hand, these are slow by nature and marked here, so a new one is
+# covered without anyone remembering to: property-based searches (hypothesis), the scheduler oracle, and
+# the few measured at several seconds each (`pytest --durations=20`).
+SLOW_DIRECTORIES = frozenset({"oracle", "reliability"})
+KNOWN_SLOW = frozenset({
+    "tests/engine/test_shape.py::test_fast_check_and_reporting_walk_agree",
+    "tests/engine/test_patch_builder.py::test_ops_replayed_with_jsonpatch_equal_doc_and_the_source_never_changes",
+    "tests/engine/test_model_values.py::test_no_memo_key_is_an_address",
+    "tests/engine/test_big_objects.py::test_a_one_mib_pod_mutates_in_linear_work",
+    "tests/deploy/test_match_conditions.py::test_the_cel_forwards_every_cpu_template_the_engine_judges",
+    "tests/workflow/test_ci_examples.py::test_examples_install_a_pinned_revision_from_source",
+    "tests/server/test_unknown_namespace.py::test_unknown_namespaces_in_a_gunicorn_worker",
+    "tests/server/test_burst.py::test_a_small_burst_is_answered_without_error_and_with_the_engines_verdicts",
+})
+# whole modules: a real kube-apiserver (the in-tree differential), a CEL evaluation per kind and trigger
+SLOW_MODULES = frozenset({"tests/intree/test_differential.py", "tests/deploy/test_cel_forwards_every_trigger.py"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        hypothesis = getattr(getattr(item, "obj", None), "is_hypothesis_test", False)
+        known = item.nodeid.split("[")[0] in KNOWN_SLOW or item.nodeid.split("::")[0] in SLOW_MODULES
+        if hypothesis or known or item.path.parent.name in SLOW_DIRECTORIES:
+            item.add_marker(pytest.mark.slow)

@@ -50,7 +50,15 @@ def field_errors(model: type[BaseModel], exc: ValidationError) -> Iterator[Field
             message = f"{err['msg']} (got {err.get('input')!r})"
         elif message.startswith("Value error, "):
             message = message[len("Value error, ") :]
+        elif "input" in err and not isinstance(err["input"], dict):
+            message = f"{message} (got {_shown(err['input'])})"  # a type error names what was written
         yield FieldError(loc, message, hint)
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """The bad value as the user wrote it, cut short: a type error must echo it, not flood the line."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
 
 
 def model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | None:

@@ -309,6 +309,10 @@ def syntax_problem(exc: yaml.YAMLError, line: int, chunk: str = "") -> SyntaxPro
         )
     problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
     context = getattr(exc, "context", None)
+    began = getattr(exc, "context_mark", None)
+    if context and began is not None and mark is not None and (began.line, began.column) != (mark.line, mark.column):
+        # where the mapping (or key, or flow collection) started: the mistake is often there, not at the mark
+        context = f"{context} that began at line {began.line + line}, column {began.column + 1}"
     if context:
         problem = f"{problem} ({context})"
     return SyntaxProblem(

@@ -26,7 +26,7 @@ from webhook.policy import load_policy
 
 SERVING_NAMESPACE = {"gpu-admission.io/tier": "serving"}
 NAMESPACES_YAML = "serving: {gpu-admission.io/tier: serving}\nllm: {gpu-admission.io/tier: training}\n"
-"""The ``--namespaces`` file both the engine (here) and the server read: same labels, same decisions."""
+"""The ``--namespace-labels`` file both the engine (here) and the server read: same labels, same decisions."""
 
 VOLCANO_JOB: dict[str, Any] = {
     "apiVersion": "batch.volcano.sh/v1alpha1",

@@ -83,7 +83,7 @@ def test_a_gpu_lookalike_is_reported_on_its_own_line_and_judged_with_its_device_
     attention = [r for r in results if r.attention]
     assert [Path(r.file).name for r in attention] == ["sample-dra-extended-resource-job.yaml"]
     message = attention[0].message
-    assert "example.com/gpu" in message and "gpuResourcePrefixes" in message and "--context" in message
+    assert "example.com/gpu" in message and "gpuResourcePrefixes" in message and "--cluster-objects" in message
     code = main(["check", str(need_shared(CORPUS)), "-o", "json"])
     summary = json.loads(capsys.readouterr().out)["summary"]
     assert summary["unjudgedGpu"] == 1 and code == 2  # (2: plugin-config.yaml is not a Kubernetes object)

@@ -3,7 +3,7 @@ does not name (issue 41, item 6).
 
 The engine counts a pod asking for such a resource as a GPU pod (through the class, from the cluster
 objects it is given); the rendered matchConditions, made from the policy alone, did not send it, so it
-was stored unjudged. ``policy render --cluster-objects`` renders them in, and ``policy lint --context``
+was stored unjudged. ``policy render --cluster-objects`` renders them in, and ``policy lint --cluster-objects``
 warns when a cluster class maps a name a render of the policy alone does not know.
 """
 
@@ -67,12 +67,12 @@ def test_render_with_cluster_objects_sends_pods_asking_for_a_mapped_resource(tmp
 def test_lint_warns_when_a_cluster_class_maps_a_name_the_render_does_not_know(tmp_path, capsys):
     objects = tmp_path / "deviceclasses.yaml"
     objects.write_text(yaml.safe_dump(DEVICE_CLASS))
-    main(["policy", "lint", str(POLICIES), "--context", str(objects)])
+    main(["policy", "lint", str(POLICIES), "--cluster-objects", str(objects)])
     out = capsys.readouterr().out
     lines = [line for line in out.splitlines() if "[device-class-unrendered]" in line]
     assert len(lines) == 1 and ACCEL in lines[0] and "--cluster-objects" in lines[0], out
     known = json.loads(json.dumps(DEVICE_CLASS))
     known["spec"]["extendedResourceName"] = "nvidia.com/gpu"  # a GPU prefix: every render sends it
     objects.write_text(yaml.safe_dump(known))
-    main(["policy", "lint", str(POLICIES), "--context", str(objects)])
+    main(["policy", "lint", str(POLICIES), "--cluster-objects", str(objects)])
     assert "[device-class-unrendered]" not in capsys.readouterr().out

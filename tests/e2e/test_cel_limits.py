@@ -144,4 +144,5 @@ def test_objects_at_the_size_bounds_meet_no_cel_error(product: Product, in_tree:
     moved = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
     assert not moved, f"CEL evaluation errors on the real apiserver: {moved}; kubectl said: {err[-600:]}"
     assert "cost" not in err.lower() and "evaluation" not in err.lower(), err[-600:]
-    assert (code == 0) == result["allowed"], f"engine allowed={result['allowed']}, apiserver: {err[-600:]}"
+    allowed = result.get("allowed", True)  # a skipped object (nothing GPU-relevant) is not the webhook's
+    assert (code == 0) == allowed, f"engine allowed={allowed} ({result.get('status')}), apiserver: {err[-600:]}"

@@ -57,9 +57,13 @@ def diag(product: Product) -> Iterator[tuple[Plane, str, dict[str, Path]]]:
     ns = install.namespace(plane, {EXCEPTION_LABEL: "yes"}, prefix="diag")
     install.apply(plane, [
         {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "deployer", "namespace": ns}},
+        # a Role of our own: the aggregated ClusterRole `edit` is empty without kube-controller-manager
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+         "metadata": {"name": "pods", "namespace": ns},
+         "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["create", "get", "list"]}]},
         {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-         "metadata": {"name": "edit", "namespace": ns},
-         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+         "metadata": {"name": "pods", "namespace": ns},
+         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "pods"},
          "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": n}
                       for n in ("alice", "mallory", "dave")]
          + [{"kind": "ServiceAccount", "name": "deployer", "namespace": ns}]},

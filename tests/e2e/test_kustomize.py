@@ -20,10 +20,13 @@ FOREIGN = {
     ("cert-manager.io", "v1"): (("Certificate", "certificates"), ("Issuer", "issuers"), ("ClusterIssuer", "clusterissuers")),
     ("monitoring.coreos.com", "v1"): (("ServiceMonitor", "servicemonitors"), ("PrometheusRule", "prometheusrules")),
 }
+NOT_ENTRY_POINTS = {
+    "manifests/cluster-scoped": "a transformer package every kustomization lists under `transformers:`",
+}
 ENTRY_POINTS = sorted(
     str(p.parent.relative_to(ROOT))
     for p in (ROOT / "manifests").rglob("kustomization.yaml")
-    if "kind: Component" not in p.read_text()
+    if "kind: Component" not in p.read_text() and str(p.parent.relative_to(ROOT)) not in NOT_ENTRY_POINTS
 )
 
 

@@ -114,3 +114,26 @@ def test_explain_never_breaks_a_label_key_across_lines(tmp_path, capsys):
         assert "class-not-allowed" in out
         for line in out.splitlines():
             assert not line.rstrip().endswith(("gpu-", "gpu-admission.io/", "gpu-admission.")), (length, line)
+
+
+def test_an_entitlement_by_namespace_name_is_not_a_label_to_set(tmp_path):
+    """``kubernetes.io/metadata.name`` is the namespace's name, set by the apiserver: the fix is to run the
+    workload in that namespace or to grant the class, never to "set the label" or "change the labels"."""
+    from webhook.policy import load_policy
+
+    text = (POLICIES / "default.yaml").read_text().replace(
+        "  namespaces:\n",
+        "  namespaces:\n    - name: ml-team\n      selector:\n"
+        "        matchLabels: {kubernetes.io/metadata.name: ml}\n      classes: [training]\n"
+        "    - name: research\n      selector:\n        matchExpressions:\n"
+        "        - {key: kubernetes.io/metadata.name, operator: In, values: [lab-a, lab-b]}\n"
+        "      classes: [training]\n",
+        1,
+    ).replace("classes: [training, inference, batch, dev]", "classes: [inference, batch, dev]")
+    (tmp_path / "p.yaml").write_text(text)
+    by_name = load_policy(tmp_path)
+    decision = run(by_name, pod(intent("training", gpus="8"), [container()]), labels={"team": "a"})
+    v = violation(decision, "class-not-allowed")
+    assert "kubernetes.io/metadata.name=" not in v.message and "set it" not in v.message, v.message
+    assert "only namespace ml (entitlement ml-team) gets it" in v.message, v.message
+    assert "run the workload there, or ask the platform team to grant the class to this namespace" in v.message

@@ -45,7 +45,7 @@ def _largest(make) -> bytes:
 def test_the_worst_3_mib_reviews_keep_a_worker_well_under_its_memory_limit(tmp_path, server_certs):
     server = ServerProcess(
         tmp_path,
-        serve_args(server_certs, "--workers", "1", "--threads", "4", "--namespaces", "none"),
+        serve_args(server_certs, "--workers", "1", "--threads", "4", "--namespace-labels", "none"),
         ca_files=[server_certs.ca_cert],
     )
     empty_containers = _largest(

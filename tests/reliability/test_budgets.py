@@ -52,7 +52,7 @@ def _server(tmp_path: Any, certs: Any, *extra: str) -> ServerProcess:
     return ServerProcess(
         tmp_path,
         serve_args(
-            certs, "--workers", "1", "--threads", "2", "--request-timeout", "30", "--namespaces", "none", *extra
+            certs, "--workers", "1", "--threads", "2", "--request-timeout", "30", "--namespace-labels", "none", *extra
         ),
         ca_files=[certs.ca_cert],
     )

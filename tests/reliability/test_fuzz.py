@@ -49,7 +49,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, server_certs, namespaces_fi
         tmp_path_factory.mktemp("fuzz"),
         serve_args(
             server_certs,
-            "--namespaces",
+            "--namespace-labels",
             str(namespaces_file),
             "--workers",
             "2",

@@ -25,7 +25,7 @@ def _args(certs) -> list[str]:
         str(certs.key),
         "--workers",
         "1",
-        "--namespaces",
+        "--namespace-labels",
         "none",
     ]
 

@@ -45,7 +45,7 @@ pytestmark = [
 
 
 def _serve_args(certs: Any, *extra: str) -> list[str]:
-    return serve_args(certs, "--workers", "1", "--threads", "4", "--namespaces", "none", *extra)
+    return serve_args(certs, "--workers", "1", "--threads", "4", "--namespace-labels", "none", *extra)
 
 
 @pytest.fixture(scope="module")

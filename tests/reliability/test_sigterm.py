@@ -103,7 +103,7 @@ def test_sigterm_under_load_finishes_in_flight_and_refuses_cleanly(tmp_path, ser
             "10",
             "--request-timeout",
             "30",
-            "--namespaces",
+            "--namespace-labels",
             "none",
         ),
         ca_files=[server_certs.ca_cert],
@@ -235,7 +235,7 @@ def test_connections_queued_on_a_stopping_worker_are_answered(tmp_path, server_c
     server = ServerProcess(
         tmp_path,
         serve_args(
-            server_certs, "--workers", "1", "--threads", "4", "--graceful-timeout", "10", "--namespaces", "none"
+            server_certs, "--workers", "1", "--threads", "4", "--graceful-timeout", "10", "--namespace-labels", "none"
         ),
         ca_files=[server_certs.ca_cert],
     ).start()

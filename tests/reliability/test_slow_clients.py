@@ -95,7 +95,7 @@ def test_four_times_as_many_slow_clients_as_threads_do_not_delay_a_fresh_review(
             str(THREADS),
             "--request-timeout",
             str(REQUEST_TIMEOUT),
-            "--namespaces",
+            "--namespace-labels",
             "none",
         ),
         ca_files=[server_certs.ca_cert],

@@ -34,7 +34,7 @@ def server(tmp_path, server_certs) -> Iterator[ServerProcess]:
             "2",
             "--threads",
             "4",
-            "--namespaces",
+            "--namespace-labels",
             "none",
         ),
         ca_files=[server_certs.ca_cert],

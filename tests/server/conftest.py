@@ -45,7 +45,7 @@ def default_server(
     """The shipped policy with the test namespaces: one server for every module that needs no other setting."""
     proc = ServerProcess(
         tmp_path_factory.mktemp("default-server"),
-        serve_args(server_certs, "--namespaces", str(namespaces_file), "--workers", "1", "--threads", "2"),
+        serve_args(server_certs, "--namespace-labels", str(namespaces_file), "--workers", "1", "--threads", "2"),
         ca_files=[server_certs.ca_cert],
     )
     proc.start()

@@ -466,7 +466,7 @@ def cluster_server(tmp_path: Path, certs: Any, url: str, threads: int = 2) -> Se
         tmp_path,
         serve_args(
             certs,
-            "--namespaces",
+            "--namespace-labels",
             "cluster",
             "--kubeconfig",
             str(kubeconfig_for(tmp_path, url)),

@@ -42,7 +42,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, server_certs, namespaces_fi
         tmp_path_factory.mktemp("e2e"),
         serve_args(
             server_certs,
-            "--namespaces",
+            "--namespace-labels",
             str(namespaces_file),
             "--workers",
             "2",

@@ -64,7 +64,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, server_certs) -> Iterator[S
         work,
         serve_args(
             server_certs,
-            "--namespaces", str(work / "namespaces.yaml"),
+            "--namespace-labels", str(work / "namespaces.yaml"),
             "--grant-key", str(work / "grant-key"),
             "--workers", "1",
             "--threads", "2",

@@ -50,7 +50,7 @@ def _server(tmp: Path, certs, failure: str, namespaces_file: Path) -> ServerProc
     (policy / "default.yaml").write_text(text.replace("failure: allow", f"failure: {failure}"))
     return ServerProcess(
         tmp,
-        serve_args(certs, "--namespaces", str(namespaces_file), "--workers", "2", policy=policy),
+        serve_args(certs, "--namespace-labels", str(namespaces_file), "--workers", "2", policy=policy),
         ca_files=[certs.ca_cert],
         env={"PYTHONPATH": str(inject)},
     )

@@ -132,7 +132,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProc
             "2",
             "--threads",
             "4",
-            "--namespaces",
+            "--namespace-labels",
             "none",
         ],
         ca_files=[pair_a.ca_cert, pair_b.ca_cert],  # caBundle holds old and new CA during rotation

@@ -145,7 +145,7 @@ def test_a_namespace_the_watch_has_not_delivered_is_read_at_once(fake, cache_for
 
 
 def test_cluster_mode_in_a_gunicorn_worker(tmp_path: Path, server_certs):
-    """``serve --namespaces cluster``: /readyz waits for the first list, decisions follow the labels the
+    """``serve --namespace-labels cluster``: /readyz waits for the first list, decisions follow the labels the
     watch delivers (a namespace losing its training tier loses the training class)."""
     fake = FakeNamespaceAPI({"research": TRAINING}).start()
     fake.fail_lists = 10**6  # the "apiserver" is unavailable at first
@@ -160,7 +160,7 @@ def test_cluster_mode_in_a_gunicorn_worker(tmp_path: Path, server_certs):
         tmp_path,
         serve_args(
             server_certs,
-            "--namespaces",
+            "--namespace-labels",
             "cluster",
             "--kubeconfig",
             str(kubeconfig),

@@ -23,7 +23,7 @@ def test_the_curl_line_gets_a_patch_from_a_real_server(tmp_path, server_certs):
     assert "--data @examples/admission/review.json" in line and "https://localhost:8443/mutate" in line
     if shutil.which("curl") is None:
         pytest.skip("curl is not installed")
-    server = ServerProcess(tmp_path, serve_args(server_certs, "--namespaces", "none", "--workers", "1"),
+    server = ServerProcess(tmp_path, serve_args(server_certs, "--namespace-labels", "none", "--workers", "1"),
                            ca_files=[server_certs.ca_cert]).start()  # fmt: skip
     try:
         args = shlex.split(line.replace("certs/ca.crt", str(server_certs.ca_cert)).replace(":8443", f":{server.port}"))

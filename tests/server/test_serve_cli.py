@@ -55,7 +55,8 @@ def test_configuration_errors_exit_2(args: list[str], message: str):
 def test_a_bad_namespaces_file_exits_2(tmp_path: Path, server_certs):
     bad = tmp_path / "ns.yaml"
     bad.write_text("research: [not, a, map]\n")
-    run = _serve("--namespaces", str(bad), "--tls-cert", str(server_certs.cert), "--tls-key", str(server_certs.key))
+    certs = ("--tls-cert", str(server_certs.cert), "--tls-key", str(server_certs.key))
+    run = _serve("--namespace-labels", str(bad), *certs)
     assert run.returncode == 2
     assert "must map to a label map" in run.stderr
 
@@ -65,7 +66,7 @@ def test_development_certificates_and_env_sizing(tmp_path: Path):
     certs = tmp_path / "certs"
     server = ServerProcess(
         tmp_path,
-        ["--policy", str(POLICIES), "--certs-dir", str(certs), "--namespaces", "none"],
+        ["--policy", str(POLICIES), "--certs-dir", str(certs), "--namespace-labels", "none"],
         ca_files=[certs / "ca.crt"],
         env={"GPU_ADMISSION_WORKERS": "3", "GPU_ADMISSION_THREADS": "2"},
     )
@@ -99,7 +100,7 @@ def test_development_certificates_and_env_sizing(tmp_path: Path):
 
     again = ServerProcess(
         tmp_path,
-        ["--policy", str(POLICIES), "--certs-dir", str(certs), "--namespaces", "none"],
+        ["--policy", str(POLICIES), "--certs-dir", str(certs), "--namespace-labels", "none"],
         ca_files=[certs / "ca.crt"],
     )
     again.start()
@@ -118,7 +119,7 @@ def test_client_ca_requires_a_client_certificate(tmp_path: Path, server_certs):
             str(client_ca),
             "--workers",
             "1",
-            "--namespaces",
+            "--namespace-labels",
             "none",
         ),
         ca_files=[server_certs.ca_cert],

@@ -27,7 +27,7 @@ def pairs(tmp_path_factory: pytest.TempPathFactory):
 def _serve(cert: Path, key: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "webhook", "serve", "--policy", str(POLICIES), "--bind", f"127.0.0.1:{free_port()}",
-         "--metrics-bind", "off", "--namespaces", "none", "--tls-cert", str(cert), "--tls-key", str(key)],
+         "--metrics-bind", "off", "--namespace-labels", "none", "--tls-cert", str(cert), "--tls-key", str(key)],
         capture_output=True, text=True, timeout=60, cwd=cwd,
     )  # fmt: skip
 
@@ -78,7 +78,7 @@ def test_a_mismatched_rotation_keeps_the_last_good_pair_and_says_so(tmp_path: Pa
     server = ServerProcess(
         tmp_path,
         ["--policy", str(POLICIES), "--tls-cert", str(secret.path / "tls.crt"), "--tls-key",
-         str(secret.path / "tls.key"), "--cert-interval", "0.2", "--workers", "1", "--namespaces", "none"],
+         str(secret.path / "tls.key"), "--cert-interval", "0.2", "--workers", "1", "--namespace-labels", "none"],
         ca_files=[a.ca_cert],
     ).start()  # fmt: skip
     try:

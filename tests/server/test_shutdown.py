@@ -42,7 +42,7 @@ def test_sigterm_finishes_in_flight_reviews_and_closes_idle_connections(tmp_path
             "4",
             "--graceful-timeout",
             "10",
-            "--namespaces",
+            "--namespace-labels",
             "none",
         ),
         ca_files=[server_certs.ca_cert],

@@ -217,7 +217,7 @@ def test_lookups_per_second_are_capped(fake):
 
 
 def test_offline_sources_have_no_facts_and_keep_the_name_label_only():
-    """``--namespaces none`` and a file are the platform's word, not the cluster's: no lookup, no denial."""
+    """``--namespace-labels none`` and a file are the platform's word, not the cluster's: no lookup, no denial."""
     assert OfflineNamespaces().lookup("anything") is None
     assert StaticNamespaces({"a": SERVING}).lookup("b") is None
     assert StaticNamespaces({"a": SERVING}).lookup("a") == SERVING

@@ -21,7 +21,7 @@ def server(tmp_path_factory: pytest.TempPathFactory, server_certs, namespaces_fi
     policy = custom_policy_dir(tmp_path_factory.mktemp("kinds-policy"))
     proc = ServerProcess(
         tmp_path_factory.mktemp("kinds"),
-        serve_args(server_certs, "--namespaces", str(namespaces_file), "--workers", "1", policy=policy),
+        serve_args(server_certs, "--namespace-labels", str(namespaces_file), "--workers", "1", policy=policy),
         ca_files=[server_certs.ca_cert],
     )
     proc.start()

@@ -47,7 +47,8 @@ def test_fail_on_warn_turns_warnings_into_errors(cli):
 def test_report_is_protected_from_command_injection(tmp_path, cli):
     evil = tmp_path / "evil.yaml"
     evil.write_text(
-        'apiVersion: v1\nkind: Pod\nmetadata:\n  name: "x\\n::set-env name=A::1"\n'
+        # generateName: a name with a line break is refused as invalid metadata before it is judged
+        'apiVersion: v1\nkind: Pod\nmetadata:\n  generateName: "x\\n::set-env name=A::1"\n'
         "spec:\n  nodeName: n1\n  containers:\n  - {name: c, image: i, resources: {limits: {nvidia.com/gpu: 1}}}\n"
     )
     out = cli("check", evil, "-o", "github").out
@@ -61,7 +62,7 @@ def test_report_is_protected_from_command_injection(tmp_path, cli):
     outside = lines[:start] + lines[end + 1 :]
     assert not any(line.startswith("::set-env") for line in outside)
     assert any(line.startswith("::set-env") for line in lines[start:end])  # only as inert text in the report
-    assert any("Pod/x%0A::set-env name=A::1: nodeName" in line for line in outside)
+    assert any("Pod/x%0A::set-env name=A::1*: nodeName" in line for line in outside)
 
 
 def test_lint_github_output(tmp_path, cli):

@@ -42,3 +42,25 @@ def test_the_sample_review_is_the_readmes_pod():
     assert sent["metadata"]["labels"] == written["metadata"]["labels"]
     assert sent["metadata"]["annotations"] == written["metadata"]["annotations"]
     assert sent["spec"] == written["spec"]
+
+
+def test_the_readme_says_why_the_sample_review_is_denied_at_validate():
+    """The sample is the pod as written; /validate sees pods as /mutate left them, so the README's
+    account of the denial must match what the engine decides for it."""
+    from tests.conftest import POLICIES
+    from webhook.engine import validate
+    from webhook.engine.model.request import Request, Stage
+    from webhook.policy import load_policy
+
+    obj = json.loads(REVIEW.read_text(encoding="utf-8"))["request"]["object"]
+    decision = validate(load_policy(POLICIES), Request(obj, namespace="default", stage=Stage.STORED))
+    denied = {v.rule for v in decision.violations if v.action.value == "deny"}
+    assert decision.allowed is False and denied == {"placement-missing"}
+    assert "Sent to `/validate` instead, the same review is **denied** (`placement-missing`" in README
+    assert "Sent to `/validate` instead" in README.split("## What users write")[0]  # beside the curl line
+    # the examples/ copy of the README's pod is the review's object
+    import yaml
+
+    assert yaml.safe_load((ROOT / "examples" / "workloads" / "pod.yaml").read_text()) == obj | {
+        "metadata": {k: v for k, v in obj["metadata"].items() if k != "namespace"}
+    }

@@ -1,7 +1,7 @@
 """Where the audited objects come from: a live cluster or a snapshot, behind one small interface.
 
 Both give the cluster's own context objects first (Namespaces for entitlement labels, Nodes,
-DeviceClasses, claim templates and claims: what ``check --context`` builds, the same
+DeviceClasses, claim templates and claims: what ``check --cluster-objects`` builds, the same
 :class:`~webhook.check.context.ClusterObjects`), then every object to judge, one at a time. Pods
 come last, so the controllers that own them (a ReplicaSet and its Deployment) have been seen.
 """
@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 import orjson
+import yaml
 
 from webhook.audit import snapshot
 from webhook.audit.kube import Discovery, Kube, KubeError, Resource
 from webhook.audit.owners import Key, Owned, facts
-from webhook.check.context import ClusterObjects
+from webhook.check.context import CONTEXT_KINDS, ClusterObjects
 from webhook.engine.model.grants import GRANT_NAME, depth
 from webhook.policy.compiled import Policy
 
@@ -101,6 +102,8 @@ class SnapshotInventory:
         for item, obj in snapshot.objects(self.paths, keep=screen, placeholders=True, strip=True):
             self.listing = item.file
             if obj is None:
+                if is_context_item(item.text):
+                    continue  # read by the context pass; not a workload "without GPUs or intent"
                 if not self.namespace or _NAMESPACE.search(item.text) is None or (
                     _NAMESPACE.search(item.text).group(1) == self.namespace  # type: ignore[union-attr]
                 ):
@@ -115,6 +118,8 @@ class SnapshotInventory:
         for item, kept in snapshot.objects_unparsed(self.paths, screen):
             self.listing = item.file
             if not kept:
+                if is_context_item(item.text):
+                    continue  # read by the context pass; not a workload "without GPUs or intent"
                 if not self.namespace or _NAMESPACE.search(item.text) is None or (
                     _NAMESPACE.search(item.text).group(1) == self.namespace  # type: ignore[union-attr]
                 ):
@@ -134,6 +139,33 @@ def _json(obj: dict[str, Any]) -> bytes | None:
         return orjson.dumps(obj)
     except orjson.JSONEncodeError:
         return None
+
+
+# a snapshot item's own kind, at column 0 of the (dedented) item: kubectl writes block style
+_CONTEXT_KIND = re.compile(
+    r"^kind:[ \t]*[\"']?(?:Namespace|Node|DeviceClass|ResourceSlice|ComputeDomain|ResourceClaimTemplate|"
+    r"ResourceClaim)[\"']?[ \t]*(?:#.*)?$",
+    re.M,
+)
+
+
+_CONTEXT_WORD = re.compile(
+    r"\bkind:[ \t]*[\"']?(?:Namespace|Node|DeviceClass|ResourceSlice|ComputeDomain|ResourceClaim)"
+)
+
+
+def is_context_item(text: str) -> bool:
+    """Whether an unparsed snapshot item is a cluster-context object (a Namespace, a Node, a DRA object):
+    the context pass read it; the judging pass must neither judge nor count it as a workload."""
+    if _CONTEXT_KIND.search(text) is not None:
+        return True
+    if text.lstrip().startswith("{") and _CONTEXT_WORD.search(text):  # a flow-style item: parse it to be sure
+        try:
+            obj = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except yaml.YAMLError:
+            return False
+        return isinstance(obj, dict) and obj.get("kind") in CONTEXT_KINDS
+    return False
 
 
 def in_namespace(obj: dict[str, Any], namespace: str | None) -> bool:

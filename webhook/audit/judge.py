@@ -15,6 +15,7 @@ from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from webhook.audit.stored import as_admitted, controller_of, metadata
+from webhook.check.context import CONTEXT_KINDS
 from webhook.check.runner import Status, engine_failure, verdict
 from webhook.engine import Request, Stage, Violation, mutate, report, validate
 from webhook.engine.claim_object import is_claim_object
@@ -32,6 +33,7 @@ NOT_GPU = "not-gpu"  # neither intent nor GPU resources: nothing the webhook jud
 NOT_INTERCEPTED = "not-intercepted"  # in a namespace the webhook configurations exclude
 MIRROR_POD = "mirror-pod"  # a static pod's mirror, written by the kubelet
 REQUESTER_RULES = frozenset({"scheduler-claim-forged"})  # judged on who sends the object: not auditable
+CLUSTER_CONTEXT = "cluster-context"  # Namespaces, Nodes, DRA objects: read as the cluster's context, not workloads
 
 
 @dataclass(slots=True)
@@ -99,6 +101,8 @@ def judge(
     )
     claim = is_claim_object(obj)
     if not claim and classify(obj, policy) is None:
+        if kind in CONTEXT_KINDS:  # a Namespace, a Node, a DRA object: the cluster's context, not a workload
+            out.skip = CLUSTER_CONTEXT
         return out
     admitted = as_admitted(obj)
     try:

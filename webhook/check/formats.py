@@ -9,6 +9,7 @@ decision trace (``webhook.check.explain``).
 from __future__ import annotations
 
 import difflib
+import json
 import shutil
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -170,6 +171,20 @@ def text_lines(r: CheckResult, options: Options) -> Iterator[str]:
     if options.diff:
         for line in diff_lines(r):
             yield f"    {line}"
+    yield from expanded_lines(r)
+
+
+def expanded_lines(result: CheckResult) -> Iterator[str]:
+    """``--expand``: each pod the workload's controller creates, judged, then printed as admitted."""
+    for e in result.expanded:
+        d = e.decision
+        state = "DENIED" if not d.allowed else ("admitted with warnings" if d.violations else "admitted")
+        ops = f", {len(d.patch)} patch operation(s)" if d.patch else ""
+        yield f"  expands to {e.replicas} pod(s) from {e.template}: {state}{ops}"
+        for v in d.violations:
+            yield f"    {v.action.value} {v.render()}"
+        for line in _dump(json.loads(json.dumps(e.pod))).splitlines():  # no YAML anchors for shared values
+            yield f"    | {line}"
 
 
 def write_text(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
@@ -244,6 +259,21 @@ def result_dict(r: CheckResult, options: Options) -> dict[str, Any]:
         if options.explain:
             out["explanation"] = list(d.explanation)
             out["trace"] = explain.parse(d.explanation).as_dict()
+    if r.expanded:
+        out["expanded"] = [
+            {
+                "template": e.template,
+                "replicas": e.replicas,
+                "allowed": e.decision.allowed,
+                "violations": [
+                    {"rule": v.rule, "action": v.action.value, "path": v.path, "message": v.message}
+                    for v in e.decision.violations
+                ],
+                "patch": list(e.decision.patch),
+                "pod": e.pod,
+            }
+            for e in r.expanded
+        ]
     return out
 
 

@@ -11,8 +11,12 @@ from enum import StrEnum
 from typing import Any
 
 from webhook import yamlpos
+from webhook.check.apiserver_limits import refused_by_apiserver
 from webhook.check.context import CONTEXT_KINDS
+from webhook.check.expand import ExpandedPod
+from webhook.check.expand import expand as expand_pods
 from webhook.check.inputs import ReadError, Source
+from webhook.check.not_manifests import not_a_manifest, tool_document
 from webhook.check.old import OldObjects
 from webhook.engine import Decision, Request, report
 from webhook.engine import explain as explain_entry
@@ -50,6 +54,7 @@ class CheckResult:
     message: str = ""  # for INVALID / ERROR / SKIPPED
     item_path: tuple[str | int, ...] = ()  # ("items", i) inside a List
     lines: dict[str, int] = field(default_factory=dict)  # violation path -> line
+    expanded: list[ExpandedPod] = field(default_factory=list)  # --expand: the pods its controller creates
     namespace: str = ""
     column: int = 0  # where a YAML error is; 0: not known / not an error
     attention: str = ""  # a skipped document that carries GPU resources or intent keys: where
@@ -64,8 +69,8 @@ class CheckResult:
 
     @property
     def label(self) -> str:
-        if isinstance(self.obj, dict):
-            kind = self.obj.get("kind", "?")
+        if isinstance(self.obj, dict) and self.obj.get("kind"):
+            kind = self.obj["kind"]
             meta = self.obj.get("metadata") if isinstance(self.obj.get("metadata"), dict) else {}
             name = meta.get("name") or (
                 f"{meta['generateName']}*" if meta.get("generateName") else "<unnamed>"
@@ -115,6 +120,7 @@ def check_sources(
     requester: Requester | None = None,
     today: date | None = None,
     workers: int = 1,
+    expand: bool = False,
 ) -> Iterator[CheckResult]:
     """One result per document, as each is judged: nothing is kept once the caller has it.
 
@@ -126,7 +132,7 @@ def check_sources(
     (:func:`webhook.pool.ordered`), yielding exactly the results of one worker in the same order.
     With ``old`` it stays 1: pairing a document with the object it replaces consumes that object,
     which only one process can do in input order."""
-    judge = _Judge(policy, namespaces, explain, cluster, old, requester, today)
+    judge = _Judge(policy, namespaces, explain, cluster, old, requester, today, expand)
     if workers > 1 and old is None:
         yield from _parallel(judge, sources, workers)
         return
@@ -286,6 +292,7 @@ class _Judge:
     old: OldObjects | None = None
     requester: Requester | None = None
     today: date | None = None
+    expand: bool = False  # --expand: also judge the pods each workload's controller will create
 
     def chunks(self, name: str, chunks: Iterable[tuple[int, str]]) -> Iterator[CheckResult]:
         for item in yamlpos.iter_chunk_documents(chunks, with_nodes=False):
@@ -319,6 +326,7 @@ class _Judge:
                 self.old,
                 self.requester,
                 self.today,
+                expand=self.expand,
             )
         except Exception as exc:  # an engine bug must not hide the other documents
             line = doc.line
@@ -347,8 +355,15 @@ def _check_object(
     old: OldObjects | None = None,
     requester: Requester | None = None,
     today: date | None = None,
+    *,
+    expand: bool = False,
 ) -> CheckResult:
     line = doc.line if not prefix else _position(doc, prefix).line
+    why_not = not_a_manifest(obj) if isinstance(obj, dict) else None
+    if why_not is None and isinstance(obj, dict) and obj.get("apiVersion") and obj.get("kind"):
+        why_not = tool_document(obj)
+    if why_not is not None:  # an AdmissionReview, a PolicyTest, CI configuration, ...: no advice about kinds
+        return CheckResult(file, line, Status.SKIPPED, obj=obj, text=doc.text, item_path=prefix, message=why_not)
     if not isinstance(obj, dict) or not obj.get("apiVersion") or not obj.get("kind"):
         what = "a mapping without apiVersion/kind" if isinstance(obj, dict) else f"a {type(obj).__name__}"
         return CheckResult(
@@ -359,6 +374,19 @@ def _check_object(
             text=doc.text,
             item_path=prefix,
             message=f"not a Kubernetes object ({what}); kubectl apply would reject it",
+        )
+    refused = refused_by_apiserver(obj)
+    if refused:  # the apiserver refuses it before any webhook: passing here would promise an admission
+        path, _ = refused[0]
+        return CheckResult(
+            file,
+            _position(doc, (*prefix, *path)).line,
+            Status.INVALID,
+            obj=obj,
+            text=doc.text,
+            item_path=prefix,
+            message="the apiserver would refuse it: "
+            + "; ".join(f"{'.'.join(where)}: {why}" for where, why in refused),
         )
     claim = is_claim_object(obj)  # judged on its own, when it has something to judge
     if classify(obj, policy) is None and not claim:
@@ -419,7 +447,7 @@ def _check_object(
             result.message = (
                 f"{name} looks like a GPU but is not one this policy knows, so nothing was judged; add it to "
                 "settings.gpuResourcePrefixes, or pass the DeviceClass that serves it (extendedResourceName) "
-                "with --context"
+                "with --cluster-objects"
             )
             result.line = _position(doc, (*prefix, *parse_dotted(path))).line
         return result
@@ -430,6 +458,16 @@ def _check_object(
         located = doc.ensure_nodes()
         for v in decision.violations:
             result.lines[v.path] = located.position((*prefix, *parse_dotted(v.path))).line
+    if expand and decision.allowed:  # a denied workload creates no pods
+        result.expanded = expand_pods(
+            policy, decision.mutated or obj, namespace=ns, labels=labels, cluster=cluster, today=today
+        )
+        # the pods are what runs: a pod the webhook would deny (or warn about) fails CI like the workload would
+        worst = [verdict(e.decision) for e in result.expanded]
+        if Status.DENIED in worst:
+            result.status = Status.DENIED
+        elif Status.WARNED in worst and result.status is Status.ADMITTED:
+            result.status = Status.WARNED
     return result
 
 

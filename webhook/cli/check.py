@@ -17,6 +17,7 @@ from webhook.check.progress import Progress
 from webhook.check.runner import FAIL_ON, Namespaces, check_sources
 from webhook.cli.policy_dir import HELP as POLICY_HELP
 from webhook.cli.policy_dir import default_policy_dir
+from webhook.cli.spelling import old_spelling
 from webhook.engine.model.requester import Requester
 from webhook.namespace_labels import read_namespace_file
 from webhook.policy import PolicyError, load_policy
@@ -47,15 +48,15 @@ def register(sub: Any) -> None:
     )
     p.add_argument(
         "--namespace-labels",
-        "--namespaces",  # the old spelling, one letter from --namespace
         dest="namespaces",
         metavar="FILE",
         help="namespace labels: a YAML map {namespace: {label: value}} or Namespace objects "
-        "(e.g. `kubectl get ns -o yaml`); wins over --cluster-objects and the inputs (old spelling: --namespaces)",
+        "(e.g. `kubectl get ns -o yaml`); wins over --cluster-objects and the inputs",
     )
+    # the old spelling was one letter from --namespace, and meant other things in serve and policy render
+    old_spelling(p, "--namespaces", "--namespace-labels", dest="namespaces", command="check", metavar="FILE")
     p.add_argument(
         "--cluster-objects",
-        "--context",  # the old spelling, which reads like a kubeconfig context
         dest="context",
         action="append",
         default=[],
@@ -63,8 +64,10 @@ def register(sub: Any) -> None:
         help="cluster objects the webhook would look up: Namespaces, Nodes, ResourceClaimTemplates, "
         "ResourceClaims, DeviceClasses, ResourceSlices, ComputeDomains (e.g. `kubectl get ns,nodes,"
         "resourceclaimtemplates,deviceclasses,resourceslices,computedomains -A -o yaml`); a file or directory, "
-        "repeatable; wins over the inputs' own such objects (old spelling: --context)",
+        "repeatable; wins over the inputs' own such objects",
     )
+    # the old spelling reads like a kubeconfig context, which is what --context means to kubectl and `audit`
+    old_spelling(p, "--context", "--cluster-objects", dest="context", command="check", append=True, metavar="FILE")
     p.add_argument(
         "--exclude",
         action="append",
@@ -96,6 +99,12 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", choices=sorted(WRITERS), default="text")
     p.add_argument("--diff", action="store_true", help="show what the webhook would change (text output)")
     p.add_argument("--explain", action="store_true", help="show the decision trace for each object")
+    p.add_argument(
+        "--expand",
+        action="store_true",
+        help="also show the pods each workload's controller will create (Deployment, Job, ...), as the webhook "
+        "admits them: resources, pool, scheduling, and what it says of them (text, json, jsonl)",
+    )
     p.add_argument(
         "--fail-on",
         choices=FAIL_ON,
@@ -192,6 +201,7 @@ def _check(
         sources,
         namespaces=namespaces,
         explain=args.explain,
+        expand=args.expand,
         cluster=found.cluster(),
         old=old,
         requester=args.requester,

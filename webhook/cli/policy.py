@@ -23,6 +23,7 @@ from typing import Any
 
 from webhook.cli.policy_dir import HELP as POLICY_HELP
 from webhook.cli.policy_dir import default_policy_dir
+from webhook.cli.spelling import old_spelling
 
 EXIT_OK, EXIT_FINDINGS, EXIT_UNUSABLE = 0, 1, 2
 
@@ -50,7 +51,8 @@ def register(sub: Any) -> None:
     lint.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
     lint.add_argument("-o", "--output", choices=("text", "json", "github"), default="text")
     lint.add_argument(
-        "--context",
+        "--cluster-objects",
+        dest="context",
         action="append",
         default=[],
         metavar="FILE",
@@ -58,6 +60,8 @@ def register(sub: Any) -> None:
         "devices or another nvidia.com/mig.config than the policy states; DeviceClass objects: report extended "
         "resources they map that the rendered webhooks do not know; a file or directory, repeatable",
     )
+    old_spelling(lint, "--context", "--cluster-objects", dest="context", command="policy lint", append=True,
+                 metavar="FILE")
     lint.set_defaults(handler=run_lint)
 
     test = verbs.add_parser(
@@ -132,15 +136,18 @@ def register(sub: Any) -> None:
     render.add_argument("--policy", dest="policy_dir", metavar="DIR", help="policy directory (same as DIR)")
     render.add_argument("-o", "--output", choices=("yaml", "json"), default="yaml")
     render.add_argument(
-        "--namespaces",
+        "--namespace",
+        "-n",
+        dest="namespaces",
         action="append",
         default=[],
         metavar="NS[,NS...]",
-        help="namespaces that get per-namespace objects (e.g. claim templates); repeatable",
+        help="namespaces that get per-namespace objects (e.g. claim templates), by name; repeatable",
     )
+    old_spelling(render, "--namespaces", "--namespace", dest="namespaces", command="policy render", append=True,
+                 metavar="NS[,NS...]")
     render.add_argument(
         "--cluster-objects",
-        "--context",  # check's old spelling, kept here too
         dest="context",
         action="append",
         default=[],
@@ -150,6 +157,8 @@ def register(sub: Any) -> None:
         "extended resources they map (spec.extendedResourceName) reach the webhooks like the policy's own; "
         "repeatable",
     )
+    old_spelling(render, "--context", "--cluster-objects", dest="context", command="policy render", append=True,
+                 metavar="FILE")
     render.add_argument("--webhook-namespace", default="gpu-admission", metavar="NS", help="where the webhook runs")
     render.add_argument(
         "--control-plane-cidr",
@@ -268,7 +277,7 @@ def run_lint(args: argparse.Namespace) -> int:
         try:
             cluster = from_files(read_sources(args.context), "default")
         except ContextError as exc:
-            print(f"gpu-admission: --context: {exc}", file=sys.stderr)
+            print(f"gpu-admission: --cluster-objects: {exc}", file=sys.stderr)
             return 2
         nodes, classes = tuple(cluster.nodes.values()), dict(cluster.device_classes)
     report = lint_path(args.dir, nodes, datetime.now(UTC).date())

@@ -23,6 +23,7 @@ DEV_IPS = ("127.0.0.1", "::1")
 
 
 def register(sub: Any) -> None:
+    from webhook.cli.spelling import old_spelling
     from webhook.server.settings import ENV_PREFIX, ServeSettings, env
 
     d = ServeSettings()
@@ -61,13 +62,17 @@ def register(sub: Any) -> None:
         "plain-HTTP /metrics served by the master; 'off' disables it",
         metavar="HOST:PORT",
     )
-    opt(
-        "--namespaces",
-        d.namespaces,
-        "namespace labels: a YAML file {ns: {label: value}} (or Namespace objects), 'cluster' (list/watch "
-        "through the API) or 'none'; auto = cluster inside a pod, none elsewhere",
+    p.add_argument(
+        "--namespace-labels",
+        dest="namespaces",
+        default=None,  # resolved in run(): GPU_ADMISSION_NAMESPACE_LABELS, the old GPU_ADMISSION_NAMESPACES, auto
         metavar="FILE|cluster|none",
+        help="where namespace labels come from: a YAML file {ns: {label: value}} (or Namespace objects), "
+        "'cluster' (list/watch through the API) or 'none'; auto = cluster inside a pod, none elsewhere "
+        f"(default {d.namespaces}; environment {ENV_PREFIX}NAMESPACE_LABELS)",
     )
+    old_spelling(p, "--namespaces", "--namespace-labels", dest="namespaces", command="serve",
+                 metavar="FILE|cluster|none")
     opt(
         "--dra",
         "auto",
@@ -92,7 +97,7 @@ def register(sub: Any) -> None:
         "controllers create never carry a policy exception",
         metavar="FILE",
     )
-    opt("--kubeconfig", None, "kubeconfig for --namespaces cluster outside a pod")
+    opt("--kubeconfig", None, "kubeconfig for --namespace-labels cluster outside a pod")
     opt("--certs-dir", d.certs_dir, "where development certificates go", metavar="DIR")
     opt("--keepalive", d.keepalive, "idle keep-alive seconds", metavar="S", type=int)
     opt(
@@ -155,6 +160,20 @@ def _dev_certs(certs_dir: str) -> tuple[str, str]:
     return str(result.cert), str(result.key)
 
 
+def _namespace_labels(flag: str | None) -> str:
+    """The flag, else ``GPU_ADMISSION_NAMESPACE_LABELS``, else the old ``GPU_ADMISSION_NAMESPACES`` (with a
+    warning: deployments written for an older release keep their namespace source), else ``auto``."""
+    from webhook.cli.spelling import warn_old
+    from webhook.server.settings import ENV_PREFIX, ServeSettings, env
+
+    if flag:
+        return flag
+    value = env("NAMESPACE_LABELS")
+    if value is None and (value := env("NAMESPACES")) is not None:
+        warn_old(f"{ENV_PREFIX}NAMESPACES", f"{ENV_PREFIX}NAMESPACE_LABELS", "serve")
+    return value if value is not None else ServeSettings().namespaces
+
+
 def run(args: argparse.Namespace) -> int:
     from webhook.server.settings import ServeSettings, split_hostport
 
@@ -209,12 +228,13 @@ def run(args: argparse.Namespace) -> int:
         for issue in exc.issues:
             print(f"  {issue.render()}", file=sys.stderr)
         return EXIT_BAD_CONFIG
+    args.namespaces = _namespace_labels(args.namespaces)
     try:
         namespaces = namespace_source(args.namespaces, args.kubeconfig)
     except (OSError, ValueError) as exc:
-        return _fail(f"--namespaces: {exc}")
+        return _fail(f"--namespace-labels: {exc}")
     except Exception as exc:  # kubernetes config errors, YAML errors
-        return _fail(f"--namespaces {args.namespaces}: {type(exc).__name__}: {exc}")
+        return _fail(f"--namespace-labels {args.namespaces}: {type(exc).__name__}: {exc}")
 
     tls_cert, tls_key = args.tls_cert, args.tls_key
     if not tls_cert:

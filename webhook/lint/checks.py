@@ -366,7 +366,7 @@ def policy_warnings(
     policy: Policy, nodes: Sequence[Mapping[str, Any]] = (), today: date | None = None, *, shipped: bool = True
 ) -> list[Warning_]:
     """Every check, in a stable order; each is a generator so adding one is one function. ``nodes``
-    (``policy lint --context``) lets the pools be compared with what their nodes advertise; ``today``
+    (``policy lint --cluster-objects``) lets the pools be compared with what their nodes advertise; ``today``
     dates the exceptions; ``shipped`` compares the render settings with the shipped manifests (False: a
     rendered manifest beside the policy is compared instead, ``_base_stale``)."""
     checks = (

@@ -1,4 +1,4 @@
-"""``policy lint --context`` with DeviceClass objects: extended resources the cluster maps that the
+"""``policy lint --cluster-objects`` with DeviceClass objects: extended resources the cluster maps that the
 rendered webhook configurations do not know.
 
 A DeviceClass may map an extended resource (``spec.extendedResourceName``, KEP-5004): the engine then counts

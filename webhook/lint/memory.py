@@ -2,7 +2,7 @@
 (or, with Node objects, do not match) what their nodes advertise.
 
 They are separate from :mod:`webhook.lint.checks` because they read the hardware model (the catalog's
-usable memory, the stacks' units, mig-parted layouts) and, with ``policy lint --context``, the nodes
+usable memory, the stacks' units, mig-parted layouts) and, with ``policy lint --cluster-objects``, the nodes
 themselves; the generic lint module only knows the policy's own structure.
 """
 
@@ -26,7 +26,7 @@ CODES: dict[str, str] = {
     "really holds (the memory nodes report, in the stack's unit)",
     "memory-not-enforced": "a class sizes GPU memory (`defaultGPUMemory`/`maxGPUMemory`) on a pool "
     "whose sharing stack does not enforce memory (time-slicing)",
-    "pool-nodes-disagree": "with `--context`: the pool's nodes advertise other MIG devices or another "
+    "pool-nodes-disagree": "with `--cluster-objects`: the pool's nodes advertise other MIG devices or another "
     "`nvidia.com/mig.config` than the pool states",
 }
 

@@ -1,7 +1,7 @@
 """A pool's MIG geometry against its nodes: what their allocatable ``nvidia.com/mig-*`` and
 ``nvidia.com/mig.config`` label say.
 
-With Node objects known (``check --context``, ``policy lint --context``) the nodes are the truth: the
+With Node objects known (``check --cluster-objects``, ``policy lint --cluster-objects``) the nodes are the truth: the
 policy's layout is what the platform team believes, the allocatable list is what the scheduler binds
 against. Pure functions over plain Node dicts; used by lint and by ``mig-profile-unavailable``.
 """

@@ -111,7 +111,7 @@ class Suite(_Model):
     )
     context: tuple[dict[str, Any], ...] = Field(
         (),
-        description="cluster objects every case is judged with, as `check --context` reads them: DeviceClasses, "
-        "ResourceClaimTemplates, ResourceClaims, ResourceSlices, ComputeDomains, Nodes",
+        description="cluster objects every case is judged with, as `check --cluster-objects` reads them: "
+        "DeviceClasses, ResourceClaimTemplates, ResourceClaims, ResourceSlices, ComputeDomains, Nodes",
     )
     cases: tuple[Case, ...] = Field(..., min_length=1)

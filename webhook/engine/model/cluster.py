@@ -45,7 +45,7 @@ class Cluster:
     """(namespace, ComputeDomain) -> the workloads (``Kind/name``) other than the one judged that claim its
     channel, when the edge knows them (``check``: its inputs); empty when unknown (the server)."""
     complete: bool = False
-    """The claim maps are the whole cluster (a synced watch, ``check --context``): a template that is
+    """The claim maps are the whole cluster (a synced watch, ``check --cluster-objects``): a template that is
     not there does not exist. Otherwise absence only means "not known"."""
     pool_mig: Mapping[str, frozenset[str]] | None = None
     """Pool -> the ``nvidia.com/mig-*`` resources some node of the pool advertises, for pools whose nodes

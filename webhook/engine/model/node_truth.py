@@ -1,7 +1,7 @@
 """The nodes are the truth: a MIG translation checked against what the pool's nodes advertise.
 
 The policy's geometry (``mig.layout`` / ``mig.profiles``) is what the platform team believes its nodes
-run; with Node objects known (``check --context``, the server's node watch) their allocatable
+run; with Node objects known (``check --cluster-objects``, the server's node watch) their allocatable
 ``nvidia.com/mig-*`` is what the scheduler binds against. A translation to a profile none of them
 advertises would stay Pending: it becomes the smallest advertised profile that holds the request, or a
 ``gpu-memory-exceeded`` failure naming the largest one there. Only device-plugin MIG (mixed strategy):

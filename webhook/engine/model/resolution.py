@@ -55,6 +55,9 @@ class Failure:
     message: str
 
 
+NAME_LABEL = "kubernetes.io/metadata.name"
+
+
 def _how_to_grant(policy: Policy, class_name: str) -> str:
     """The fix for an entitlement denial: the namespace label of the first entitlement (in the policy's
     first-match order) that grants the class; remembered per policy."""
@@ -70,9 +73,21 @@ def _how_to_grant(policy: Policy, class_name: str) -> str:
                     f"namespaces that no earlier entitlement matches get it{who}: ask the platform team "
                     "to change this namespace's labels"
                 )
-            wanted = [f"{k}={v}" for k, v in ent.selector.match_labels.items()]
-            wanted += [f"{r.key} {r.operator} {','.join(r.values)}".strip() for r in ent.selector.match_expressions]
+            # the apiserver sets the name label to the namespace's name: a name to run in, not a label to set
+            names = [v for k, v in ent.selector.match_labels.items() if k == NAME_LABEL]
+            names += [v for r in ent.selector.match_expressions if r.key == NAME_LABEL and r.operator == "In"
+                      for v in r.values]
+            wanted = [f"{k}={v}" for k, v in ent.selector.match_labels.items() if k != NAME_LABEL]
+            wanted += [f"{r.key} {r.operator} {','.join(r.values)}".strip() for r in ent.selector.match_expressions
+                       if not (r.key == NAME_LABEL and r.operator == "In")]
             who = f" (entitlement {ent.name})" if ent.name else ""
+            if names:
+                which = f"namespace {names[0]}" if len(names) == 1 else f"namespaces {', '.join(names)}"
+                labelled = f" labelled {' and '.join(wanted)}" if wanted else ""
+                return (
+                    f"only {which}{labelled}{who} gets it: run the workload there, or ask the platform team "
+                    "to grant the class to this namespace"
+                )
             return f"the namespace label {' and '.join(wanted)}{who} grants it: ask the platform team to set it"
         return "no namespace entitlement grants it: ask the platform team to add it to one"
 

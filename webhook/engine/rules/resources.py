@@ -158,7 +158,8 @@ def mig_profile_unavailable(ctx: Context) -> Iterable[Finding]:
                             "mig-profile-unavailable",
                             _cpath(state, c, "resources", "limits", key),
                             f"no node of pool {pool.name} advertises {key} (they advertise {have}): the pod would "
-                            "stay Pending; the pool's MIG geometry disagrees with its nodes (policy lint --context)",
+                            "stay Pending; the pool's MIG geometry disagrees with its nodes "
+                            "(policy lint --cluster-objects)",
                             state.class_name,
                         )
                 elif key not in policy.mig_resources:
