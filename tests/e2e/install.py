@@ -41,7 +41,9 @@ WEBHOOK_CONFIGS = {"MutatingWebhookConfiguration", "ValidatingWebhookConfigurati
 NODE_CAPACITY = {"cpu": "64", "memory": "512Gi", "pods": "110", "ephemeral-storage": "1Ti"}
 
 
-def apply(plane: Plane, objects: Iterable[dict[str, Any]], *, server_side: bool = False, kubeconfig: Path | None = None) -> str:
+def apply(
+    plane: Plane, objects: Iterable[dict[str, Any]], *, server_side: bool = False, kubeconfig: Path | None = None
+) -> str:
     docs = list(objects)
     args = ["apply", "-f", "-"]
     if server_side:
@@ -223,8 +225,8 @@ def node_objects(policy_file: Path, per_pool: int = 2) -> list[tuple[dict[str, A
                 "allocatable": allocatable,
                 "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady",
                                 "message": "fake node of the end-to-end tier", "lastHeartbeatTime": now,
-                                "lastTransitionTime": now}],  # fmt: skip
-            }
+                                "lastTransitionTime": now}],
+            }  # fmt: skip
             out.append((node, status, pool.name if pool else None))
     return out
 

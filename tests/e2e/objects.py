@@ -93,10 +93,28 @@ def comparable(obj: dict[str, Any]) -> dict[str, Any]:
     for key in VOLATILE_METADATA:
         out["metadata"].pop(key, None)
     out.pop("status", None)
+    _drop_uid_labels(out)
     for spec in _pod_specs(out):
         if isinstance(spec.get("tolerations"), list):
             spec["tolerations"].sort(key=lambda t: json.dumps(t, sort_keys=True))
     return out
+
+
+UID_LABELS = ("controller-uid", "batch.kubernetes.io/controller-uid")
+"""The labels the apiserver's Job defaulting derives from the object's own uid (selector and template)."""
+
+
+def _drop_uid_labels(node: Any) -> None:
+    if isinstance(node, dict):
+        for key in ("labels", "matchLabels"):
+            if isinstance(node.get(key), dict):
+                for label in UID_LABELS:
+                    node[key].pop(label, None)
+        for value in node.values():
+            _drop_uid_labels(value)
+    elif isinstance(node, list):
+        for value in node:
+            _drop_uid_labels(value)
 
 
 def _pod_specs(obj: Any) -> list[dict[str, Any]]:

@@ -101,7 +101,8 @@ def test_a_privileged_ephemeral_container_on_a_gpu_pod_is_denied(product: Produc
            "spec": {"containers": [{"name": "c", "image": "registry.example/app:1"}]}}  # fmt: skip
     code, _, err = objects.create(plane, pod, ns)
     assert code == 0, err
-    debug = {"spec": {"ephemeralContainers": [{"name": "dbg", "image": "busybox", "securityContext": {"privileged": True},
+    privileged = {"privileged": True}
+    debug = {"spec": {"ephemeralContainers": [{"name": "dbg", "image": "busybox", "securityContext": privileged,
                                                "targetContainerName": "c"}]}}  # fmt: skip
     proc = plane.kubectl("patch", "pod", "chat", "-n", ns, "--subresource=ephemeralcontainers", "--type=strategic",
                          "-p", json.dumps(debug), check=False)  # fmt: skip

@@ -17,6 +17,7 @@ import base64
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,7 +99,7 @@ def training_pod(i: int) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def audited_ns(product: Product) -> tuple[str, int, int]:
+def audited_ns(product: Product) -> Iterator[tuple[str, int, int]]:
     """A namespace with raw GPU pods (warned) and training pods, then relabelled serving-only."""
     plane = product.plane
     ns = install.namespace(plane, prefix="audit")
@@ -108,13 +109,16 @@ def audited_ns(product: Product) -> tuple[str, int, int]:
                           for i in range(trains)])  # fmt: skip
     # the platform team makes it a serving-only namespace: the training pods it already runs break the policy now
     plane.kubectl("label", "namespace", ns, "gpu-admission.io/tier=serving")
-    return ns, raws, trains
+    try:
+        yield ns, raws, trains
+    finally:  # bound pods hold their nodes' GPUs until deleted (no kubelet ends them)
+        plane.kubectl("delete", "pods", "--all", "-n", ns, "--grace-period=0", "--force")
 
 
 def test_audit_with_its_own_rbac_pages_through_and_finds_the_relabelled_namespace(
     audit_kubeconfig: Path, audited_ns: tuple[str, int, int]
 ) -> None:
-    ns, raws, trains = audited_ns
+    ns, _, trains = audited_ns
     proc = audit(audit_kubeconfig, "--namespace", ns, "--page-size", "5", "-o", "json")
     assert proc.returncode == 1, proc.stderr  # denials found
     report = json.loads(proc.stdout)
@@ -129,7 +133,7 @@ def test_audit_with_its_own_rbac_pages_through_and_finds_the_relabelled_namespac
 
 def test_apply_reports_stores_what_the_audit_sent(product: Product, audit_kubeconfig: Path,
                                                   audited_ns: tuple[str, int, int]) -> None:  # fmt: skip
-    ns, raws, trains = audited_ns
+    ns, _, trains = audited_ns
     sent = audit(audit_kubeconfig, "--namespace", ns, "-o", "openreports", "--date", "2026-12-04")
     assert sent.returncode in (0, 1), sent.stderr
     applied = audit(audit_kubeconfig, "--namespace", ns, "--apply-reports", "--date", "2026-12-04")
@@ -148,7 +152,8 @@ def test_apply_reports_stores_what_the_audit_sent(product: Product, audit_kubeco
 
 def test_the_audit_may_not_write_workloads(product: Product, audit_kubeconfig: Path) -> None:
     plane = product.plane
-    assert plane.kubectl("auth", "can-i", "list", "pods", "-A", kubeconfig=audit_kubeconfig, check=False).stdout.strip() == "yes"
+    can = plane.kubectl("auth", "can-i", "list", "pods", "-A", kubeconfig=audit_kubeconfig, check=False)
+    assert can.stdout.strip() == "yes"
     for verb, what in (("create", "pods"), ("delete", "pods"), ("get", "secrets"), ("patch", "namespaces")):
         out = plane.kubectl("auth", "can-i", verb, what, "-A", kubeconfig=audit_kubeconfig, check=False).stdout.strip()
         assert out == "no", f"the audit's ServiceAccount may {verb} {what}"

@@ -49,7 +49,8 @@ def big_pod_spec(value: int = 1024) -> dict[str, Any]:
 
     def c(name: str) -> dict[str, Any]:
         return {"name": name, "image": "registry.example/app:1", "env": copy.deepcopy(env),
-                "volumeMounts": copy.deepcopy(mounts), "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}  # fmt: skip
+                "volumeMounts": copy.deepcopy(mounts),
+                "resources": {"limits": {"cpu": "1", "memory": "1Gi"}}}  # fmt: skip
 
     return {
         "containers": [c(f"c{i}") for i in range(16)],

@@ -98,7 +98,7 @@ def test_anyone_else_with_the_same_rbac_is_denied(diag) -> None:
 
 
 def test_the_exception_holds_only_in_its_namespaces(product: Product, diag) -> None:
-    plane, _, users = diag
+    plane, _, _ = diag
     other = install.namespace(plane, prefix="nodiag")
     ok, err = try_create(plane, other, plane.admin_kubeconfig)
     assert not ok and "[privileged-gpu]" in err, err

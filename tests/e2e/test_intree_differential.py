@@ -30,9 +30,9 @@ IN_TREE_DENIAL = "ValidatingAdmissionPolicy 'gpu-admission-in-tree"
 def _objects(path) -> list[dict[str, Any]]:
     out = []
     for doc in yaml.safe_load_all(path.read_text()):
-        if isinstance(doc, dict) and doc.get("kind") in NATIVE and isinstance(doc.get("metadata"), dict):
-            if not str(doc.get("apiVersion", "")).startswith("gpu-admission.io/"):
-                out.append(doc)
+        workload = isinstance(doc, dict) and doc.get("kind") in NATIVE and isinstance(doc.get("metadata"), dict)
+        if workload and not str(doc.get("apiVersion", "")).startswith("gpu-admission.io/"):
+            out.append(doc)
     return out
 
 

@@ -17,7 +17,9 @@ from tests.e2e import install
 from tests.e2e.conftest import Product
 
 FOREIGN = {
-    ("cert-manager.io", "v1"): (("Certificate", "certificates"), ("Issuer", "issuers"), ("ClusterIssuer", "clusterissuers")),
+    ("cert-manager.io", "v1"): (
+        ("Certificate", "certificates"), ("Issuer", "issuers"), ("ClusterIssuer", "clusterissuers"),
+    ),
     ("monitoring.coreos.com", "v1"): (("ServiceMonitor", "servicemonitors"), ("PrometheusRule", "prometheusrules")),
 }
 NOT_ENTRY_POINTS = {

@@ -141,7 +141,7 @@ def test_the_scheduler_oracle_agrees_with_kube_scheduler(agreement) -> None:
         pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"oracle-{n}"}, "spec": spec}
         if oracle.rejected_by_apiserver(pod):
             return
-        code, stored, err = objects.create(plane, pod, ns)
+        code, stored, _ = objects.create(plane, pod, ns)
         if code != 0:
             return  # the apiserver refused something the oracle's validation does not model: nothing to bind
         assert stored is not None

@@ -52,7 +52,8 @@ def free_port() -> int:
 
 
 def _pem_key(key: Any) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    pkcs8 = serialization.PrivateFormat.PKCS8
+    return key.private_bytes(serialization.Encoding.PEM, pkcs8, serialization.NoEncryption())
 
 
 def _pem_cert(cert: x509.Certificate) -> bytes:
@@ -290,7 +291,8 @@ def start(directory: Path, bin_dir: Path, schedulers: tuple[str, ...] = STAND_IN
     etcd_port, peer_port, api_port, sched_port = free_port(), free_port(), free_port(), free_port()
     server = f"https://127.0.0.1:{api_port}"
     admin_kc = directory / "admin.kubeconfig"
-    _write_secret(admin_kc, kubeconfig(server, _pem_cert(ca.cert), cert=admin_cert, key=admin_key, name="admin").encode())
+    admin = kubeconfig(server, _pem_cert(ca.cert), cert=admin_cert, key=admin_key, name="admin")
+    _write_secret(admin_kc, admin.encode())
     sched_cert, sched_key = ca.issue(SCHEDULER[0])
     sched_kc = directory / "scheduler.kubeconfig"
     _write_secret(sched_kc, kubeconfig(server, _pem_cert(ca.cert), cert=sched_cert, key=sched_key,
