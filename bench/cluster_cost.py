@@ -7,7 +7,8 @@ product installs on 1.36 (both webhook configurations with their matchConditions
 ``gpu-admission serve``, the namespace-label guard, the in-tree ValidatingAdmissionPolicies and
 MutatingAdmissionPolicies), alternating rounds so drift on a noisy machine hits both sides. Three
 bursts: bare pods (CPU only: our matchConditions send them nowhere), class pods (mutated, validated,
-in-tree checked), and one 1,000-pod training gang (gang annotations, 8 GPUs each).
+in-tree checked), and one 1,000-pod training gang (gang annotations, 8 GPUs each; the shipped policy with its
+training pool grown to 1,000 nodes, so the gang is admitted rather than denied ``gang-unschedulable``).
 
 The client: ``--concurrency`` threads, each with a keep-alive HTTPS connection and the admin's client
 certificate, POSTing pods from a shared list (bounded by the count, no timing loop). Figures per burst:
@@ -114,11 +115,11 @@ def burst(plane: controlplane.Plane, namespace: str, pods: list[dict[str, Any]],
     }
 
 
-def install_ours(plane: controlplane.Plane, server: install.Server) -> list[dict[str, Any]]:
-    rendered = install.render(DEFAULT_POLICY_DIR)
+def install_ours(plane: controlplane.Plane, server: install.Server, policy_dir: Path) -> list[dict[str, Any]]:
+    rendered = install.render(policy_dir)
     objs = [d for d in rendered if d["kind"] in install.WEBHOOK_CONFIGS or d["kind"].startswith("ValidatingAdmission")
             or d["kind"] == "PriorityClass"]  # fmt: skip
-    in_tree = install.render(DEFAULT_POLICY_DIR, "--in-tree", "--kube-version", "1.36")
+    in_tree = install.render(policy_dir, "--in-tree", "--kube-version", "1.36")
     applied = install.install_rendered(plane, objs + in_tree, server)
     install.wait_for(lambda: probe_installed(plane), "our admission to take effect")
     return applied
@@ -151,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     work = directory / "product"
     policy_dir = work / "policy"
     shutil.copytree(DEFAULT_POLICY_DIR, policy_dir)
+    # the shipped default's training pool has 16 nodes: a cluster with room for the 1,000-pod gang (8 GPUs each)
+    text = (policy_dir / "default.yaml").read_text()
+    assert "      nodes: 16\n" in text
+    (policy_dir / "default.yaml").write_text(text.replace("      nodes: 16\n", "      nodes: 1000\n", 1))
     server = None
     results: dict[str, dict[str, list[dict[str, Any]]]] = {"without": {}, "with": {}}
     try:
@@ -158,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         server = install.start_server(plane, policy_dir, work)
         for r in range(args.rounds):
             for side in ("without", "with"):
-                applied = install_ours(plane, server) if side == "with" else []
+                applied = install_ours(plane, server, policy_dir) if side == "with" else []
                 for name, make in (
                     ("bare pods", lambda n: [bare_pod(i) for i in range(n)]),
                     ("class pods", lambda n: [class_pod(i) for i in range(n)]),

@@ -269,8 +269,13 @@ def scheduler_config(kubeconfig_path: Path, names: tuple[str, ...]) -> str:
     })  # fmt: skip
 
 
-def start(directory: Path, bin_dir: Path, schedulers: tuple[str, ...] = STAND_IN_SCHEDULERS) -> Plane:
-    """etcd, then kube-apiserver (ready), then kube-scheduler (healthy); on any failure, all are stopped."""
+def start(
+    directory: Path, bin_dir: Path, schedulers: tuple[str, ...] = STAND_IN_SCHEDULERS, *, scheduler: bool = True
+) -> Plane:
+    """etcd, then kube-apiserver (ready), then kube-scheduler (healthy); on any failure, all are stopped.
+
+    ``scheduler=False`` leaves kube-scheduler out (a benchmark of admission alone, where it would compete
+    for the same cores)."""
     directory.mkdir(parents=True, exist_ok=True)
     if (directory / "pids").exists():
         stop(directory)
@@ -330,19 +335,20 @@ def start(directory: Path, bin_dir: Path, schedulers: tuple[str, ...] = STAND_IN
         plane.pids["kube-apiserver"] = api.pid
         _wait_http(f"{server}/readyz", "kube-apiserver", directory / "kube-apiserver.log", api,
                    _ssl_context(directory))  # fmt: skip
-        (directory / "scheduler.json").write_text(scheduler_config(sched_kc, schedulers))
-        sched = _spawn(directory, "kube-scheduler", [
-            str(bin_dir / "kube-scheduler"), f"--config={directory / 'scheduler.json'}",
-            f"--authentication-kubeconfig={sched_kc}", f"--authorization-kubeconfig={sched_kc}",
-            "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
-            f"--cert-dir={directory / 'scheduler-certs'}", "--v=1",
-        ])  # fmt: skip
-        plane.pids["kube-scheduler"] = sched.pid
-        insecure = ssl.create_default_context()
-        insecure.check_hostname = False
-        insecure.verify_mode = ssl.CERT_NONE
-        _wait_http(f"https://127.0.0.1:{sched_port}/healthz", "kube-scheduler",
-                   directory / "kube-scheduler.log", sched, insecure)  # fmt: skip
+        if scheduler:
+            (directory / "scheduler.json").write_text(scheduler_config(sched_kc, schedulers))
+            sched = _spawn(directory, "kube-scheduler", [
+                str(bin_dir / "kube-scheduler"), f"--config={directory / 'scheduler.json'}",
+                f"--authentication-kubeconfig={sched_kc}", f"--authorization-kubeconfig={sched_kc}",
+                "--bind-address=127.0.0.1", f"--secure-port={sched_port}",
+                f"--cert-dir={directory / 'scheduler-certs'}", "--v=1",
+            ])  # fmt: skip
+            plane.pids["kube-scheduler"] = sched.pid
+            insecure = ssl.create_default_context()
+            insecure.check_hostname = False
+            insecure.verify_mode = ssl.CERT_NONE
+            _wait_http(f"https://127.0.0.1:{sched_port}/healthz", "kube-scheduler",
+                       directory / "kube-scheduler.log", sched, insecure)  # fmt: skip
     except BaseException:
         stop(directory)
         raise
