@@ -20,6 +20,11 @@ plugins ServiceAccount, DefaultTolerationSeconds and Priority), written independ
 * the typed round trip: resource quantities are strings, JSON nulls are gone.
 
 CRDs (Volcano, Kubeflow, ...) get no nested pod-template defaults: their schemas declare none.
+
+Not modelled, and found by the real apiserver (``tests/e2e``): after the webhooks mutate, reinvocation
+runs the Priority plugin again, and it refuses a spec whose ``priority`` or ``preemptionPolicy`` (written
+by its first run) differs from what the class's PriorityClass computes; ``setdefault`` here keeps the
+stale value silently. ``tests/engine/test_priority_reinvocation.py`` holds that contract offline.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
 """kube-scheduler's filters, modelled from Kubernetes' source, over plain Pod and Node dicts.
 
 Written independently of the engine (nothing here imports ``webhook``): a second opinion on where a
-pod can be bound. Upstream sources followed (kubernetes/kubernetes, master as of 2026):
+pod can be bound. Checked against the real kube-scheduler 1.36 in the end-to-end tier
+(``tests/e2e/test_scheduler.py``): pods drawn by the oracle's own strategies are bound by kube-scheduler
+exactly when this model says some node can take them, and only to a node it allows. Upstream sources
+followed (kubernetes/kubernetes, master as of 2026):
 
 - NodeAffinity: ``staging/src/k8s.io/component-helpers/scheduling/corev1/nodeaffinity/nodeaffinity.go``
   (``GetRequiredNodeAffinity``, ``RequiredNodeAffinity.Match``, ``LazyErrorNodeSelector.Match``,
