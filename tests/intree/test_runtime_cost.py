@@ -112,9 +112,11 @@ def test_every_rendered_expression_parses_and_has_a_bound(name):
             assert all(e.own > 0 for e in estimates(obj)), obj["metadata"]["name"]
 
 
-@pytest.mark.xfail(strict=True, reason="gpu-relevant checks every hostPath mount against every volume with matches() "
-                   "on 4 KiB paths, for every container of every template: ~1.5e9 at the documented sizes; the "
-                   "webhooks' matchConditions are being restructured (issue 41 item 8)")
+@pytest.mark.xfail(strict=True, reason="the restructured gpu-relevant (bounded lists) still prices at ~12.8e6 under the "
+                   "documented profile, which charges every key at 317 characters and every string at 4 KiB at once: "
+                   "more than any object under the apiserver's 3 MiB request limit holds. The real apiserver "
+                   "evaluates objects at the documented bounds without error (tests/e2e/test_cel_limits.py); the "
+                   "profile does not yet bound the total size (issue 41 item 8)")
 def test_the_webhooks_match_conditions_fit_the_apiservers_limits():
     objects = _webhooks()
     assert objects
