@@ -113,8 +113,8 @@ def test_every_rendered_expression_parses_and_has_a_bound(name):
 
 
 @pytest.mark.xfail(strict=True, reason="the restructured gpu-relevant (bounded lists) still prices at ~12.8e6 under "
-                   "the documented profile, which charges every key at 317 characters and every string at 4 KiB at once: "
-                   "more than any object under the apiserver's 3 MiB request limit holds. The real apiserver "
+                   "the documented profile, which charges every key at 317 characters and every string at 4 KiB "
+                   "at once: more than any object under the apiserver's 3 MiB request limit holds. The real apiserver "
                    "evaluates objects at the documented bounds without error (tests/e2e/test_cel_limits.py); the "
                    "profile does not yet bound the total size (issue 41 item 8)")
 def test_the_webhooks_match_conditions_fit_the_apiservers_limits():
