@@ -3,8 +3,8 @@
 The apiserver meters CEL at run time (1,000,000 per expression, 2,500,000 for one webhook's
 matchConditions, 10,000,000 per policy binding). Past a limit the expression errors and
 ``failurePolicy`` decides: the validating webhook and the in-tree policies fail closed, so an object
-that is merely large would be denied without anyone judging it. Each object here is at the bounds
-``webhook/render/intree/cost.py`` promises (a Pod of 16 containers, 8 init containers, 64 env entries
+that is merely large would be denied without anyone judging it. Each object here is at the per-instance bounds
+docs/policy.md promises, past the joint ones (a Pod of 16 containers, 8 init containers, 64 env entries
 and 32 mounts each, 32 volumes, 16 tolerations, 32 labels and annotations of 1 KiB; a Volcano Job and a
 JobSet of 8 roles of such pods; a 1 MiB pod). Each goes through both webhooks' matchConditions and every
 in-tree policy on the real apiserver; the verdict must be the engine's and the apiserver's

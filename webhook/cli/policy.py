@@ -438,7 +438,7 @@ def _options_the_chart_takes(args: argparse.Namespace) -> list[str]:
 def _render_helm(policy: Any, files: tuple[tuple[str, str], ...], chart: str | None) -> int:
     """``--chart DIR``: write the chart's bundle; ``--helm-values``: print it as a values file."""
     from webhook.render.chart import BUNDLE_PATH, bundle, bundle_text
-    from webhook.render.intree.cost import TooLarge
+    from webhook.render.intree.runtimecost import TooLarge
     from webhook.render.output import to_yaml
 
     err = sys.stderr
@@ -550,17 +550,15 @@ def run_render(args: argparse.Namespace) -> int:
         kube_version=choice.kube_version,
         mutating=choice.mutating,
     )
-    if args.in_tree:
-        from webhook.render import intree
-        from webhook.render.intree.cost import TooLarge
+    from webhook.render import intree
+    from webhook.render.intree.runtimecost import TooLarge
 
-        try:
-            objects = intree.render(policy, options)
-        except TooLarge as exc:
-            print(f"gpu-admission: nothing rendered: {exc}", file=err)
-            return EXIT_UNUSABLE
-    else:
-        objects = render(policy, options)
+    try:
+        objects = intree.render(policy, options) if args.in_tree else render(policy, options)
+    except TooLarge as exc:
+        print(f"gpu-admission: nothing rendered: {exc}", file=err)
+        return EXIT_UNUSABLE
+    if not args.in_tree:
         from webhook.render.networkpolicy import open_webhook_port_note
 
         if (note := open_webhook_port_note(options)) is not None:

@@ -202,8 +202,17 @@ def _base_stale(path: Path, manifest: Path, texts: Sequence[tuple[str, str]]) ->
     except (PolicyError, OSError, UnicodeDecodeError):
         return []
     files = tuple((Path(name).name, text) for name, text in texts)
-    if documented_render(policy, files) == current:
-        return []
+    from webhook.render.intree.runtimecost import TooLarge
+
+    try:
+        if documented_render(policy, files) == current:
+            return []
+    except TooLarge as exc:  # the render refuses: say why, not only that the manifest is stale
+        refused = PolicyIssue(
+            str(manifest), 1, 1, "", f"{BASE_MANIFEST} cannot be rendered from this policy: it is {exc}",
+            "shrink the policy until `gpu-admission policy render` succeeds", "warning",
+        )
+        return [LintFinding(refused, "render-needed")]
     issue = PolicyIssue(
         str(manifest), 1, 1, "",
         f"{BASE_MANIFEST} is not what the policy renders: the cluster installed from it runs the old policy "
@@ -226,7 +235,7 @@ def _in_tree_stale(path: Path, texts: Sequence[tuple[str, str]]) -> list[LintFin
         return []
     from webhook.render import RenderOptions, intree
     from webhook.render.core import in_tree_choice
-    from webhook.render.intree.cost import TooLarge
+    from webhook.render.intree.runtimecost import TooLarge
     from webhook.render.output import rendered_yaml
 
     try:

@@ -55,6 +55,7 @@ def _availability(objects: list[K8sObject]) -> dict[str, Any]:
 def bundle(policy: Policy, files: Sequence[tuple[str, str]]) -> dict[str, Any]:
     """The bundle for ``files`` (the policy directory's files, as the ConfigMap carries them)."""
     from webhook.render import intree
+    from webhook.render.intree import runtimecost
 
     base = RenderOptions(namespace=NAMESPACE_PLACEHOLDER, availability="webhook")
     objects: list[K8sObject] = []
@@ -65,6 +66,7 @@ def bundle(policy: Policy, files: Sequence[tuple[str, str]]) -> dict[str, Any]:
                  for o in r(policy, replace(base, availability="in-tree"))]  # fmt: skip
     # 1.36 and mutating: the validating policies are the same for every version; the chart keeps the
     # MutatingAdmissionPolicies only where the cluster serves them (value inTree.mutating)
+    runtimecost.check(objects + open_mode, in_tree=False)
     in_tree = intree.render(policy, replace(base, kube_version=(1, 36), mutating=True))
     return {
         "format": FORMAT,

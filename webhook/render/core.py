@@ -117,9 +117,15 @@ RENDERERS: list[tuple[str, Renderer]] = _renderers()
 
 
 def render(policy: Policy, options: RenderOptions | None = None) -> list[K8sObject]:
-    """Every object the policy depends on, in apply order."""
+    """Every object the policy depends on, in apply order; raises
+    :class:`~webhook.render.intree.runtimecost.TooLarge` rather than emit CEL past the apiserver's limits."""
     options = options or RenderOptions()
+    from webhook.render.intree import runtimecost
+
     out: list[K8sObject] = []
     for _name, renderer in RENDERERS:
         out.extend(renderer(policy, options))
+    # the webhooks' matchConditions and the label guard run CEL too: refuse what the apiserver would reject
+    # or could not evaluate on an object within the documented bounds (it would deny that object unjudged)
+    runtimecost.check(out, in_tree=False)
     return out

@@ -264,7 +264,7 @@ def template_branches(policy: Policy) -> list[TemplateBranch]:
 MANY = {
     "templates": 8,  # pod templates of one object (a JobSet's roles, a Volcano Job's tasks)
     "containers": 24,  # containers + init (+ ephemeral) containers of one template
-    "resources": 16,  # keys of one container's limits or requests
+    "resources": 8,  # keys of one container's limits or requests (cpu, memory, ephemeral-storage, a device...)
     "metadata": 128,  # labels, or annotations, of one metadata
     "tolerations": 64,  # of one template: more may tolerate anything, as far as the CEL reads
     "env": 48,  # env entries of one container (read at UPDATE only, in a template that may reach a pool)
@@ -272,6 +272,9 @@ MANY = {
     "envFrom": 8,  # (idem)
     "volumes": 128,  # of one template (idem)
 }
+LONG_KEY = 64
+"""A resource name longer than this is forwarded unread: each ``startsWith`` costs the key's length (a
+qualified name may have 317 characters), while GPU resource names are short."""
 
 
 def _bounded(items: str, var: str, what: str, test: str) -> str:
@@ -349,7 +352,7 @@ def _device_resource_in_template(policy: Policy, mapped: frozenset[str]) -> str:
     maps = (
         "[has(c.resources.limits) ? c.resources.limits : {},\n"
         "  has(c.resources.requests) ? c.resources.requests : {}].exists(m,\n"
-        f"  size(m) > {MANY['resources']} || m.exists(k,\n      {keys}))"
+        f"  size(m) > {MANY['resources']} || m.exists(k, size(k) > {LONG_KEY} ||\n      {keys}))"
     )
     containers = (
         "(has(t.spec.containers) ? t.spec.containers : []) +\n"
@@ -369,7 +372,12 @@ _DEV_PATH = (
     # unread (the engine judges it) rather than priced by its length.
     f"(size(p) > {_DEV_PATH_LONG} || p.contains('..') || p.matches({cel_string(_DEV_REGEX)}))"
 )
-_CAPABILITY = r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$')"
+_CAPABILITY_LONG = 64
+_CAPABILITY = (
+    # `matches` costs the string's length times the regex's; no capability name is this long, so a longer
+    # one is forwarded unread (the engine judges it) rather than priced by its length
+    f"(size(a) > {_CAPABILITY_LONG} || " r"a.matches('(?i)^\\s*(cap_)?(sys_admin|all)\\s*$'))"
+)
 _VISIBLE, _CAPABILITIES = "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES"
 
 
@@ -432,7 +440,8 @@ def _reaches_a_gpu_pool_in_template(policy: Policy, mapped: frozenset[str]) -> s
       either variable.
 
     Cost (cel-go charges every step): the tolerations are read first and the containers only behind
-    them, env entries are screened by one ``startsWith``, and a hostPath volume that may reach /dev is
+    them, an env entry's name is compared with the two names (``==`` costs the shorter string, a
+    ``startsWith`` screen the longer), and a hostPath volume that may reach /dev is
     looked for once per template (any such volume, mounted or not: a superset), not once per mount."""
     tolerates = _tolerates_a_pool(policy)
     if tolerates is None:
@@ -442,8 +451,7 @@ def _reaches_a_gpu_pool_in_template(policy: Policy, mapped: frozenset[str]) -> s
     sliced = _tolerates_a_pool(policy, exposed_pools(policy)) or "false"
     prefix = " || ".join(f"{cel_string(n)}.startsWith(f.prefix)" for n in (_VISIBLE, _CAPABILITIES))
     env = (
-        "has(e.name) && e.name.startsWith('NVIDIA_') &&\n"
-        f"  (e.name == {cel_string(_VISIBLE)} || (sliced && e.name == {cel_string(_CAPABILITIES)})) &&\n"
+        f"has(e.name) && (e.name == {cel_string(_VISIBLE)} || (sliced && e.name == {cel_string(_CAPABILITIES)})) &&\n"
         "  !(has(e.value) && (e.value == 'none' || e.value == 'void'))"
     )
     written = f"has(c.env) && {_bounded('c.env', 'e', 'env', env)}"
@@ -506,7 +514,8 @@ def _object_tests(policy: Policy, mapped: frozenset[str] = frozenset()) -> list[
                 guards, expr = _guarded(tpl.resources)
                 tests.append(
                     f"({guards} &&\n  [has({expr}.limits) ? {expr}.limits : {{}},\n"
-                    f"    has({expr}.requests) ? {expr}.requests : {{}}].exists(m, m.exists(k, {keys})))"
+                    f"    has({expr}.requests) ? {expr}.requests : {{}}].exists(m,\n"
+                    f"      size(m) > {MANY['resources']} || m.exists(k, size(k) > {LONG_KEY} || {keys})))"
                 )
             if tpl.patches is not None and _spellable(tpl.patches):
                 # the runtime patches carry the rest of the pod template (labels, annotations, tolerations,

@@ -10,7 +10,7 @@ MutatingAdmissionPolicies that place the common class pod. They go to their own 
 * :mod:`.checks` — the catalogue: one entry per conservative part of a rule; rule groups
   :mod:`.intent`, :mod:`.entitlement`, :mod:`.placement`, :mod:`.devices`, :mod:`.scheduling`;
 * :mod:`.vap` — policies and bindings from the catalogue; :mod:`.mutating` — the MAPs;
-* :mod:`.cost` — the CEL cost bound, and the refusal of a policy too large to fit;
+* :mod:`.runtimecost` — what each expression can cost, as cel-go charges it; the refusal of a policy too large;
 * :mod:`.explain` — rule by rule, what holds while the webhook is down, partly, or not at all.
 """
 
@@ -21,13 +21,13 @@ from webhook.render.core import K8sObject, RenderOptions
 
 
 def render(policy: Policy, options: RenderOptions) -> list[K8sObject]:
-    """The in-tree objects; raises :class:`~webhook.render.intree.cost.TooLarge` rather than emit a
+    """The in-tree objects; raises :class:`~webhook.render.intree.runtimecost.TooLarge` rather than emit a
     policy the apiserver would reject or could not evaluate within its budget."""
-    from webhook.render.intree import cost, mutating, vap
+    from webhook.render.intree import mutating, runtimecost, vap
 
     objects = vap.render(policy, options)
     # settings.mutation: off places nothing, in the webhook or in-tree
     if options.mutating and policy.settings.mutation == "apply" and options.kube_version >= mutating.SERVED_FROM:
         objects += mutating.render(policy, options)
-    cost.check(objects)
+    runtimecost.check(objects)
     return objects

@@ -190,6 +190,19 @@ def containers(t: str, *groups: str) -> str:
 ALL_CONTAINERS = ("containers", "initContainers", "ephemeralContainers")
 
 
+LONG_KEY = 64
+"""A resource name longer than this is not read in-tree: every test of a name costs the name's length (a
+qualified name may have 317 characters, and a template's containers may name hundreds), while the device
+names tested are short. Such a name answers whichever way makes the policy deny less, and the webhook
+judges it."""
+
+
+def key_is(test: str, long: bool) -> str:
+    """``test`` on resource name ``k``, or ``long`` for a name longer than :data:`LONG_KEY` (unread: ``long``
+    is the answer that makes the enclosing check deny less)."""
+    return f"(size(k) > {LONG_KEY} || {test})" if long else f"(size(k) <= {LONG_KEY} && ({test}))"
+
+
 def gpu_held(policy: Policy, t: str) -> str:
     """Template ``t`` asks for a positive, plainly written amount of a GPU resource in a container or init
     container: a GPU pod to the engine, whatever else it holds."""
@@ -197,7 +210,7 @@ def gpu_held(policy: Policy, t: str) -> str:
     return (
         f"(has({t}.spec) && ({containers(t, 'containers', 'initContainers')}).exists(c,\n"
         "  has(c.resources) && has(c.resources.limits) && c.resources.limits.exists(k,\n"
-        f"    ({prefixes}) &&\n"
+        f"    {key_is(prefixes, long=False)} &&\n"
         "    string(c.resources.limits[k]).matches('^[0-9]{1,9}$') && string(c.resources.limits[k]).matches('[1-9]'))))"
     )
 
@@ -209,8 +222,8 @@ def any_gpu_key(policy: Policy, t: str) -> str:
     return (
         f"(has({t}.spec) && ({containers(t, 'containers', 'initContainers')}).exists(c,\n"
         "  has(c.resources) && (\n"
-        f"  (has(c.resources.limits) && c.resources.limits.exists(k, {prefixes})) ||\n"
-        f"  (has(c.resources.requests) && c.resources.requests.exists(k, {prefixes})))))"
+        f"  (has(c.resources.limits) && c.resources.limits.exists(k, {key_is(prefixes, long=True)})) ||\n"
+        f"  (has(c.resources.requests) && c.resources.requests.exists(k, {key_is(prefixes, long=True)})))))"
     )
 
 

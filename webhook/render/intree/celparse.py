@@ -1,6 +1,6 @@
 """A CEL parser for pricing rendered expressions: the syntax tree cel-go builds, nothing evaluated.
 
-The cost bound (:mod:`webhook.render.intree.cost`) walks this tree the way cel-go's interpreter charges
+The cost bound (:mod:`webhook.render.intree.runtimecost`) walks this tree the way cel-go's interpreter charges
 a run (one node, one charge), so it needs the real structure of the expression: operator precedence,
 macros (``has``, ``exists``, ``all``, ``exists_one``, ``map``, ``filter``), list, map and struct
 literals. It also measures what cel-go's parser refuses: more than 100,000 code points, or nesting

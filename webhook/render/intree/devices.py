@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from webhook.engine.model.device_reach import HARMLESS, TOOLKIT_ENV
 from webhook.policy.compiled import Policy
-from webhook.render.intree.cel import ALL_CONTAINERS, cel_list, class_of, containers, resolution_denies
+from webhook.render.intree.cel import ALL_CONTAINERS, cel_list, class_of, containers, key_is, resolution_denies
 from webhook.render.intree.checks import check
 from webhook.render.webhooks import cel_string
 
@@ -98,11 +98,14 @@ def dev_host_path(policy: Policy, t: str) -> str:
     )
 
 
+_WHOLE_OR_MIG = key_is("k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')", long=False)
+
+
 def _gpus(c: str) -> str:
     """Whole GPUs and MIG devices in the limits of container ``c``, plain integers only."""
     return (
         f"(has({c}.resources) && has({c}.resources.limits) ?\n"
-        f"    {c}.resources.limits.filter(k, (k == 'nvidia.com/gpu' || k.startsWith('nvidia.com/mig-')) &&\n"
+        f"    {c}.resources.limits.filter(k, {_WHOLE_OR_MIG} &&\n"
         f"      string({c}.resources.limits[k]).matches('^[0-9]{{1,6}}$'))\n"
         f"      .map(k, int({c}.resources.limits[k])).sum() :\n"
         "    0)"

@@ -26,7 +26,7 @@ from __future__ import annotations
 from webhook.engine.model.reach import FILTERING
 from webhook.engine.model.reach import normal_toleration as _normal
 from webhook.policy.compiled import CompiledPool, Policy
-from webhook.render.intree.cel import cel_list, class_of, containers
+from webhook.render.intree.cel import cel_list, class_of, containers, key_is
 from webhook.render.intree.checks import check
 from webhook.render.intree.devices import _env as _toolkit_value
 from webhook.render.webhooks import cel_string
@@ -155,7 +155,7 @@ def _device_keys(policy: Policy, t: str) -> str:
     rdma = sorted(policy.rdma_resources - {"rdma/"})
     device = f"({prefixes}" + (f" || k in [{', '.join(cel_string(r) for r in rdma)}]" if rdma else "") + ")"
     parts = " +\n    ".join(
-        f"(has(c.resources) && has(c.resources.{m}) ? c.resources.{m}.filter(k, {device}) : [])"
+        f"(has(c.resources) && has(c.resources.{m}) ? c.resources.{m}.filter(k, {key_is(device, long=True)}) : [])"
         for m in ("limits", "requests")
     )
     return f"({containers(t, 'containers', 'initContainers')}).map(c,\n    {parts})"
@@ -180,8 +180,8 @@ def _only_plain_devices(policy: Policy, t: str) -> str:
         f"  !(has({t}.spec.resourceClaims) && size({t}.spec.resourceClaims) > 0) &&\n"
         f"  !(has({t}.metadata) && has({t}.metadata.annotations) && ({fractions or 'false'})) &&\n"
         f"  !({containers(t, 'containers', 'initContainers')}).exists(c, has(c.resources) && (\n"
-        f"    (has(c.resources.limits) && c.resources.limits.exists(k, {mapped_test})) ||\n"
-        f"    (has(c.resources.requests) && c.resources.requests.exists(k, {mapped_test}))))"
+        f"    (has(c.resources.limits) && c.resources.limits.exists(k, {key_is(mapped_test, long=True)})) ||\n"
+        f"    (has(c.resources.requests) && c.resources.requests.exists(k, {key_is(mapped_test, long=True)}))))"
     )
 
 
@@ -246,8 +246,8 @@ def _void_missing(policy: Policy, t: str) -> str:
         "    (!(has(c.env) && c.env.exists(e, has(e.name) && e.name == 'NVIDIA_VISIBLE_DEVICES')) ||\n"
         f"      (has(c.env) && {_toolkit_value('NVIDIA_VISIBLE_DEVICES')})) &&\n"
         "    !(has(c.resources) && ((has(c.resources.claims) && size(c.resources.claims) > 0) ||\n"
-        f"      (has(c.resources.limits) && c.resources.limits.exists(k, {prefixes})) ||\n"
-        f"      (has(c.resources.requests) && c.resources.requests.exists(k, {prefixes})))))"
+        f"      (has(c.resources.limits) && c.resources.limits.exists(k, {key_is(prefixes, long=True)})) ||\n"
+        f"      (has(c.resources.requests) && c.resources.requests.exists(k, {key_is(prefixes, long=True)})))))"
     )
 
 

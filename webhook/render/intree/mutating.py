@@ -23,7 +23,7 @@ from typing import Any
 
 from webhook.policy.compiled import Policy
 from webhook.render.core import K8sObject, RenderOptions
-from webhook.render.intree.cel import cel_list, first_match, selector
+from webhook.render.intree.cel import cel_list, first_match, key_is, selector
 from webhook.render.webhooks import cel_string, not_mirror_pod
 
 SERVED_FROM = (1, 36)
@@ -266,8 +266,8 @@ def _conditions(policy: Policy, cls: str, indices: list[int], patch: list[dict[s
             "expression": f"has(object.spec) && has(object.spec.containers) && size(object.spec.containers) > 0 &&\n"
             f"  !(has(object.spec.resourceClaims) && size(object.spec.resourceClaims) > 0) &&\n"
             f"  !({containers}).exists(c, has(c.resources) && (\n"
-            f"    (has(c.resources.limits) && c.resources.limits.exists(k, {devices})) ||\n"
-            f"    (has(c.resources.requests) && c.resources.requests.exists(k, {devices}))))",
+            f"    (has(c.resources.limits) && c.resources.limits.exists(k, {key_is(devices, long=True)})) ||\n"
+            f"    (has(c.resources.requests) && c.resources.requests.exists(k, {key_is(devices, long=True)}))))",
         },
         {
             "name": "scheduler-free",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from webhook.engine.model.reach import toleration_forms
 from webhook.policy.compiled import CompiledPool, Policy
-from webhook.render.intree.cel import cel_list, class_of, resolution_denies
+from webhook.render.intree.cel import cel_list, class_of, key_is, resolution_denies
 from webhook.render.intree.checks import check
 from webhook.render.intree.entitlement import _selects, _spelled
 from webhook.render.webhooks import cel_string
@@ -61,7 +61,7 @@ def _unplaced(policy: Policy, pool: CompiledPool, t: str) -> str:
         )
         parts.append(
             f"!(has({t}.spec.containers) && {t}.spec.containers.exists(c, has(c.resources) &&\n"
-            f"    has(c.resources.limits) && c.resources.limits.exists(k, {names})))"
+            f"    has(c.resources.limits) && c.resources.limits.exists(k, {key_is(names, long=True)})))"
         )
     return "(" + " ||\n    ".join(parts) + ")"
 

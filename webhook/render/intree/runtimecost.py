@@ -8,13 +8,18 @@ evaluation. Past a limit the evaluation errors and ``failurePolicy: Fail`` denie
 ``Ignore`` skips the webhook. There is no estimated-cost check at creation for admission policies, so a
 render that does not bound its expressions ships a policy that fails only on large objects.
 
-:func:`bound` is that run-time cost (the heuristic gate of :mod:`webhook.render.intree.cost` under-counts
-it), charged rule by rule as cel-go charges it, as a worst case over every object within a
-:class:`Profile` (how many templates, containers, env entries, ... an object may carry and how long its
-strings are; :data:`DOCUMENTED` is the bound docs/policy.md promises):
+:func:`bound` is that run-time cost, charged rule by rule as cel-go charges it, as a worst case over every
+object within a :class:`Profile` (how many templates, containers, env entries, ... an object may carry,
+per instance and in all, and how long its strings are; :data:`DOCUMENTED` is the bound docs/policy.md
+promises). ``policy render`` refuses what passes a limit (:func:`check`), in-tree policies and webhook
+configurations alike:
 
-* a guard ``size(x) <= n && ...`` on a comprehension variable bounds x's length to n on the right;
-* 1 per identifier, field selection or index; ``has()`` itself nothing (its operand's reads are charged);
+* a guard ``size(x) <= n && ...`` (or ``size(x) > n || ...``) on a comprehension variable or a field bounds
+  x's length or entries to n on the right, for every object (the renderer guards what it walks this way);
+* a fold over a list read through other folds' variables runs once per step of each, over another instance
+  each time: with a joint bound (``Profile.totals``), at most that many steps in all;
+* 1 per identifier, field selection or index (``x[k]``: the index 1, reading ``k`` for it nothing: cel-go
+  observes the qualifier, not its operand); ``has()`` itself nothing (its operand's reads are charged);
   constants nothing; ``&&``, ``||`` and ``?:`` nothing themselves (both sides of ``&&``/``||`` charged,
   the dearer branch of ``?:``);
 * a list literal 10, a map literal 30, a struct (``JSONPatch{...}``) 40, plus their elements;
@@ -37,6 +42,7 @@ passes a limit or cel-go's parser limits (100,000 code points, nesting 250), and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Mapping
@@ -46,12 +52,18 @@ from types import MappingProxyType
 from typing import Any
 
 from webhook.render.intree.celparse import CelSyntaxError, Node, parse
-from webhook.render.intree.cost import TooLarge
 
 PER_CALL_LIMIT = 1_000_000
 BINDING_BUDGET = 10_000_000
 MATCH_CONDITIONS_BUDGET = 2_500_000
 MAX_OBJECT_BYTES = 1_000_000  # etcd stores objects up to 1.5 MiB; leave room for managedFields
+
+
+
+class TooLarge(ValueError):
+    """A rendered object the apiserver would refuse (cel-go's parser limits) or could not evaluate within
+    its CEL budget on an object within the documented bounds."""
+
 
 LIST_CREATE, MAP_CREATE, STRUCT_CREATE = 10, 30, 40
 TRAVERSAL = 0.1  # cel-go's common.StringTraversalCostFactor
@@ -68,6 +80,10 @@ class Profile:
     strings: Mapping[str, int]
     list_default: int = 8
     string: int = 4096
+    totals: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    """The most elements a list field has in the whole object, all its instances together (the containers of
+    every template): a joint bound, so a fold nested in others is charged for that many steps in all, not
+    for the product of the per-instance bounds (every template at its largest at once)."""
 
 
 DOCUMENTED = Profile(
@@ -91,6 +107,12 @@ DOCUMENTED = Profile(
         "serviceAccountName": 253, "resourceClaimTemplateName": 253, "resourceClaimName": 253,
     }),
     string=4096,  # any other string (an env value, a capability, a path): 4 KiB each
+    # and in the whole object (all templates together): 64 containers of each kind together, 2,048 env
+    # entries, 2,048 mounts, 256 volumes, 128 tolerations, 512 keys of limits (and of requests)
+    totals=MappingProxyType({
+        "containers": 64, "initContainers": 32, "ephemeralContainers": 16, "env": 2048, "volumeMounts": 2048,
+        "volumeDevices": 256, "volumes": 256, "tolerations": 128, "limits": 512, "requests": 512,
+    }),
 )
 MAP_VALUES = MappingProxyType({"labels": 63, "nodeSelector": 63, "limits": 64, "requests": 64, "annotations": 4096})
 """String length of a map's values by the map's name (label values, canonical quantities)."""
@@ -99,21 +121,23 @@ MAP_VALUES = MappingProxyType({"labels": 63, "nodeSelector": 63, "limits": 64, "
 @dataclass(frozen=True)
 class Value:
     """What an expression's value can be, as far as cost depends on it: ``kind`` (list, map, str,
-    scalar, or dyn: read from the object, named by its field), its size bound, its elements."""
+    scalar, or dyn: read from the object, named by its field), its size bound, its elements, and ``deps``:
+    the folds whose variables it was read through (another step of such a fold reads another instance)."""
 
     kind: str
     size: int = 1
     name: str = ""
     elem: Value | None = None
     key: Value | None = None
+    deps: frozenset[str] = frozenset()
 
 
 SCALAR = Value("scalar")
 
 
-def _dyn(name: str, profile: Profile) -> Value:
+def _dyn(name: str, profile: Profile, deps: frozenset[str] = frozenset()) -> Value:
     """A field read from the object: what it is (list, map, string) depends on its name in ``profile``."""
-    return Value("dyn", name=name)
+    return Value("dyn", name=name, deps=deps)
 
 
 def _as_list(v: Value, profile: Profile) -> Value:
@@ -121,11 +145,12 @@ def _as_list(v: Value, profile: Profile) -> Value:
         return v
     if v.kind == "dyn":
         if v.name in profile.maps:
-            key = Value("str", profile.strings.get(v.name, profile.string))
-            return Value("map", profile.maps[v.name], v.name, Value("str", MAP_VALUES.get(v.name, profile.string)), key)
+            key = Value("str", profile.strings.get(v.name, profile.string), deps=v.deps)
+            value = Value("str", MAP_VALUES.get(v.name, profile.string), deps=v.deps)
+            return Value("map", profile.maps[v.name], v.name, value, key, v.deps)
         n = profile.lists.get(v.name, profile.list_default)
-        return Value("list", n, v.name, Value("dyn", name=v.name + "[]"))
-    return Value("list", profile.list_default, elem=Value("dyn"))
+        return Value("list", n, v.name, Value("dyn", name=v.name + "[]", deps=v.deps), deps=v.deps)
+    return Value("list", profile.list_default, elem=Value("dyn", deps=v.deps), deps=v.deps)
 
 
 def _length(v: Value, profile: Profile) -> int:
@@ -142,9 +167,11 @@ def _length(v: Value, profile: Profile) -> int:
 
 
 def _join(a: Value, b: Value) -> Value:
+    deps = a.deps | b.deps
     if a.kind == b.kind and a.kind in ("str", "list", "map"):
-        return Value(a.kind, max(a.size, b.size), a.name or b.name, a.elem or b.elem, a.key or b.key)
-    return a if a.kind == "dyn" else b
+        return Value(a.kind, max(a.size, b.size), a.name or b.name, _join_opt(a.elem, b.elem), _join_opt(a.key, b.key),
+                     deps)
+    return dataclasses.replace(a if a.kind == "dyn" else b, deps=deps)
 
 
 def _ceil(x: float) -> int:
@@ -156,6 +183,7 @@ class _Pricer:
     profile: Profile
     variables: Mapping[str, Value] = field(default_factory=dict)
     read: set[str] = field(default_factory=set)  # variables this expression reads
+    steps: dict[str, int] = field(default_factory=dict)  # the enclosing folds' step counts, by fold
 
     def price(self, node: Node, scope: Mapping[str, Value]) -> tuple[int, Value]:
         op = node.op
@@ -171,21 +199,24 @@ class _Pricer:
             if base.op == "ident" and base.name == "variables" and "variables" not in scope:
                 self.read.add(node.name)
                 return 2, self.variables.get(node.name, Value("dyn", name=node.name))
-            cost, _ = self.price(base, scope)
-            return cost + 1, _dyn(node.name, self.profile)
+            cost, of = self.price(base, scope)
+            return cost + 1, scope.get(_path(node) or "", _dyn(node.name, self.profile, of.deps))
         if op == "has":
             cost, _ = self.price(node.args[0].args[0], scope)
             return cost, SCALAR
         if op == "index":
             c1, container = self.price(node.args[0], scope)
             c2, _ = self.price(node.args[1], scope)
+            if _path(node.args[1]) is not None:  # ``x[k]``: the qualifier 1, its own read of k uncharged
+                c2 = 0
             seq = _as_list(container, self.profile)
-            return c1 + c2 + 1, seq.elem or Value("dyn")
+            return c1 + c2 + 1, seq.elem or Value("dyn", deps=container.deps)
         if op == "and":  # ``size(x) <= n && ...``: the right side runs only on an x of at most n
-            narrowed = _narrowed(node.args[0], scope)
+            narrowed = _narrowed(node.args[0], scope, self.profile)
             return self.price(node.args[0], scope)[0] + self.price(node.args[1], narrowed)[0], SCALAR
-        if op == "or":
-            return self.price(node.args[0], scope)[0] + self.price(node.args[1], scope)[0], SCALAR
+        if op == "or":  # ``size(x) > n || ...``: the right side runs only on an x of at most n
+            narrowed = _narrowed(node.args[0], scope, self.profile, negated=True)
+            return self.price(node.args[0], scope)[0] + self.price(node.args[1], narrowed)[0], SCALAR
         if op == "cond":
             c0, _ = self.price(node.args[0], scope)
             c1, v1 = self.price(node.args[1], scope)
@@ -197,7 +228,8 @@ class _Pricer:
                 c, v = self.price(a, scope)
                 cost += c
                 elem = v if elem is None else _join(elem, v)
-            return cost, Value("list", len(node.args), elem=elem or SCALAR)
+            elem = elem or SCALAR
+            return cost, Value("list", len(node.args), elem=elem, deps=elem.deps)
         if op == "map":
             cost = MAP_CREATE + sum(self.price(a, scope)[0] for a in node.args)
             values = [self.price(a, scope)[1] for a in node.args[1::2]]
@@ -214,9 +246,22 @@ class _Pricer:
     def _fold(self, node: Node, scope: Mapping[str, Value]) -> tuple[int, Value]:
         c_range, rng = self.price(node.args[0], scope)
         seq = _as_list(rng, self.profile)
+        # this fold runs once per step of the folds its range was read through, each time over another
+        # instance of the list: where the object holds at most ``total`` of them in all, fewer steps each
+        runs = math.prod(self.steps.get(d, 1) for d in seq.deps)
+        total = self.profile.totals.get(seq.name)
+        if total is not None and seq.size * runs > total:
+            seq = dataclasses.replace(seq, size=max(1, -(-total // runs)))
+        token = f"{node.var}#{len(self.steps)}"
         item = seq.key if seq.kind == "map" and seq.key is not None else (seq.elem or Value("dyn"))
-        inner = {**scope, node.var: item}
-        bodies = [self.price(a, inner) for a in node.args[1:]]
+        item = dataclasses.replace(item, deps=item.deps | seq.deps | {token})
+        inner = {k: v for k, v in scope.items() if not k.startswith(node.var + ".")}  # a narrowed field of
+        inner[node.var] = item  # an outer variable of the same name no longer applies
+        self.steps[token] = max(1, seq.size)
+        try:
+            bodies = [self.price(a, inner) for a in node.args[1:]]
+        finally:
+            del self.steps[token]
         body = sum(c for c, _ in bodies)
         macro = node.name
         if macro in ("exists", "all"):
@@ -225,10 +270,12 @@ class _Pricer:
             step, init, out = 2 + body, 0, SCALAR
         elif macro == "map":
             step, init = 12 + body, LIST_CREATE
-            out = Value("list", seq.size, elem=bodies[-1][1])
+            mapped = bodies[-1][1]
+            out = Value("list", seq.size, elem=dataclasses.replace(mapped, deps=(mapped.deps - {token}) | seq.deps),
+                        deps=seq.deps)
         else:  # filter
             step, init = 13 + body, LIST_CREATE
-            out = Value("list", seq.size, seq.name, item)
+            out = Value("list", seq.size, seq.name, dataclasses.replace(item, deps=item.deps - {token}), deps=seq.deps)
         return c_range + init + seq.size * step + 1, out
 
     def _call(self, node: Node, scope: Mapping[str, Value]) -> tuple[int, Value]:
@@ -254,7 +301,8 @@ class _Pricer:
             if "str" in (a.kind, b.kind) or (a.kind == b.kind == "dyn" and not _listy(a, b, self.profile)):
                 return cost + _ceil((size[0] + size[1]) * TRAVERSAL), Value("str", size[0] + size[1])
             la, lb = _as_list(a, self.profile), _as_list(b, self.profile)
-            return cost + 1, Value("list", la.size + lb.size, la.name or lb.name, _join_opt(la.elem, lb.elem))
+            return cost + 1, Value("list", la.size + lb.size, la.name or lb.name, _join_opt(la.elem, lb.elem),
+                                   deps=la.deps | lb.deps)
         if name in ("sum", "min", "max") and node.method:
             return cost + _as_list(vals[0], self.profile).size, SCALAR
         if name == "string" and vals:
@@ -264,19 +312,48 @@ class _Pricer:
         return cost + 1, SCALAR
 
 
-def _narrowed(test: Node, scope: Mapping[str, Value]) -> Mapping[str, Value]:
-    """The scope after ``size(x) <= n`` (or ``< n``) held, ``x`` a comprehension variable: x is a string of
-    at most n. The renderer guards costly string functions this way (and leaves longer strings to the
-    webhook)."""
-    if test.op != "call" or test.name not in ("_<=_", "_<_") or test.args[1].op != "const":
+_HOLDS = {"_<=_": 0, "_<_": -1}  # size(x) OP n held: x has at most n + this
+_FAILED = {"_>_": 0, "_>=_": -1}  # size(x) OP n failed
+
+
+def _narrowed(test: Node, scope: Mapping[str, Value], profile: Profile, negated: bool = False) -> Mapping[str, Value]:
+    """The scope after ``size(x) <= n`` (or ``< n``) held, or ``size(x) > n`` (``>= n``) failed (``negated``,
+    the right side of ``||``), ``x`` a comprehension variable: x (a string, list or map) has at most n
+    characters or entries, whatever the profile says (the bound holds for every object, not only those
+    within the profile). The renderer guards the lists it walks and the strings costly functions read this
+    way, and leaves longer ones to the webhook."""
+    if test.op == ("or" if negated else "and"):  # both sides failed (held)
+        scope = _narrowed(test.args[0], scope, profile, negated)
+        return _narrowed(test.args[1], scope, profile, negated)
+    table = _FAILED if negated else _HOLDS
+    if test.op != "call" or test.name not in table or test.args[1].op != "const":
         return scope
     size, limit = test.args
-    if size.op != "call" or size.name != "size" or len(size.args) != 1 or size.args[0].op != "ident":
+    if size.op != "call" or size.name != "size" or len(size.args) != 1:
         return scope
-    name, n = size.args[0].name, limit.value
-    if name not in scope or not isinstance(n, int):
+    name, n = _path(size.args[0]), limit.value
+    if name is None or not isinstance(n, int):
         return scope
-    return {**scope, name: Value("str", n if test.name == "_<=_" else n - 1)}
+    if name not in scope:  # a field (``t.spec.tolerations``): what the profile says it is, bounded
+        root = scope.get(name.split(".", 1)[0])
+        scope = {**scope, name: _dyn(name.rsplit(".", 1)[-1], profile, root.deps if root else frozenset())}
+    n += table[test.name]
+    value = scope[name]
+    if value.kind == "dyn" and (value.name in profile.maps or value.name in profile.lists):
+        value = _as_list(value, profile)
+    if value.kind in ("list", "map"):
+        return {**scope, name: dataclasses.replace(value, size=n)}
+    return {**scope, name: Value("str", n)}
+
+
+def _path(node: Node) -> str | None:
+    """``a.b.c`` for a chain of field selections on an identifier (a key of the narrowed scope)."""
+    if node.op == "ident":
+        return node.name
+    if node.op == "select" and node.args:
+        base = _path(node.args[0])
+        return None if base is None else f"{base}.{node.name}"
+    return None
 
 
 def _join_opt(a: Value | None, b: Value | None) -> Value | None:
@@ -395,7 +472,7 @@ def problems(objects: Iterable[Mapping[str, Any]], profile: Profile = DOCUMENTED
         try:
             found = estimates(obj, profile)
         except CelSyntaxError as exc:
-            out.append(f"{name}: an expression cel-go would not parse: {exc}")
+            out.append(f"{name}: cel-go's parser would refuse it: {exc}")
             continue
         for e in found:
             if e.own > PER_CALL_LIMIT:
@@ -427,12 +504,16 @@ def problems(objects: Iterable[Mapping[str, Any]], profile: Profile = DOCUMENTED
     return out
 
 
-def check(objects: list[dict[str, Any]], profile: Profile = DOCUMENTED) -> None:
+def check(objects: list[dict[str, Any]], profile: Profile = DOCUMENTED, *, in_tree: bool = True) -> None:
     """Raise :class:`TooLarge` naming every expression, policy or webhook past a limit."""
     found = problems(objects, profile)
     if found:
+        what, remedy = (
+            ("in-tree enforcement", "Fewer pools, classes or entitlements, or run without --in-tree (the webhook "
+             "enforces everything).") if in_tree else
+            ("the webhooks' matchConditions", "Fewer pools, GPU resource prefixes or extended resource names.")
+        )
         raise TooLarge(
-            "too large for the apiserver's CEL limits (it would reject these objects or run out of CEL budget "
-            "on an object within the documented size bounds and deny): " + "; ".join(found)
-            + ". Fewer pools, classes or entitlements, or run without --in-tree (the webhook enforces everything)."
+            f"too large for {what} (the apiserver would reject these objects, or run out of CEL budget on an "
+            "object within the documented size bounds and deny it unjudged): " + "; ".join(found) + ". " + remedy
         )
