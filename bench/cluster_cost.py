@@ -115,13 +115,32 @@ def burst(plane: controlplane.Plane, namespace: str, pods: list[dict[str, Any]],
     }
 
 
-def install_ours(plane: controlplane.Plane, server: install.Server, policy_dir: Path) -> list[dict[str, Any]]:
+PARTS = ("webhooks", "label-guard", "in-tree-vaps", "in-tree-maps")
+
+
+def part_of(doc: dict[str, Any], in_tree: bool) -> str | None:
+    """Which installed part an object belongs to (``--parts`` measures a subset: where the cost comes from)."""
+    kind = doc["kind"]
+    if kind in install.WEBHOOK_CONFIGS:
+        return "webhooks"
+    if kind.startswith("MutatingAdmission"):
+        return "in-tree-maps"
+    if kind.startswith("ValidatingAdmission"):
+        return "in-tree-vaps" if in_tree else "label-guard"
+    return None
+
+
+def install_ours(plane: controlplane.Plane, server: install.Server, policy_dir: Path,
+                 parts: tuple[str, ...] = PARTS) -> list[dict[str, Any]]:  # fmt: skip
     rendered = install.render(policy_dir)
-    objs = [d for d in rendered if d["kind"] in install.WEBHOOK_CONFIGS or d["kind"].startswith("ValidatingAdmission")
-            or d["kind"] == "PriorityClass"]  # fmt: skip
+    objs = [d for d in rendered if part_of(d, False) in parts or d["kind"] == "PriorityClass"]
     in_tree = install.render(policy_dir, "--in-tree", "--kube-version", "1.36")
+    in_tree = [d for d in in_tree if part_of(d, True) in parts]
     applied = install.install_rendered(plane, objs + in_tree, server)
-    install.wait_for(lambda: probe_installed(plane), "our admission to take effect")
+    if "webhooks" in parts:
+        install.wait_for(lambda: probe_installed(plane), "our admission to take effect")
+    else:
+        time.sleep(3)  # admission policies load asynchronously
     return applied
 
 
@@ -135,7 +154,10 @@ def uninstall_ours(plane: controlplane.Plane, applied: list[dict[str, Any]]) -> 
                              input=json.dumps(pod), check=False)  # fmt: skip
         return code.returncode == 0 and not json.loads(code.stdout)["spec"].get("nodeSelector")
 
-    install.wait_for(gone, "our admission to be gone")
+    if any(d["kind"] in install.WEBHOOK_CONFIGS for d in applied):
+        install.wait_for(gone, "our admission to be gone")
+    else:
+        time.sleep(3)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3, help="without/with rounds, alternating")
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--json", type=Path, help="also write the figures here")
+    p.add_argument("--parts", default=",".join(PARTS),
+                   help=f"what 'with' installs, comma-separated (default all: {','.join(PARTS)})")
+    p.add_argument("--bursts", default="bare,class,gang", help="which bursts to run (bare, class, gang)")
     args = p.parse_args(argv)
 
     directory = Path(tempfile.mkdtemp(prefix="gpu-admission-cost-"))
@@ -163,12 +188,15 @@ def main(argv: list[str] | None = None) -> int:
         server = install.start_server(plane, policy_dir, work)
         for r in range(args.rounds):
             for side in ("without", "with"):
-                applied = install_ours(plane, server, policy_dir) if side == "with" else []
-                for name, make in (
-                    ("bare pods", lambda n: [bare_pod(i) for i in range(n)]),
-                    ("class pods", lambda n: [class_pod(i) for i in range(n)]),
-                    ("1,000-pod gang", lambda _n: [gang_pod(i, "g", args.gang) for i in range(args.gang)]),
+                parts = tuple(x for x in args.parts.split(",") if x)
+                applied = install_ours(plane, server, policy_dir, parts) if side == "with" else []
+                for key, name, make in (
+                    ("bare", "bare pods", lambda n: [bare_pod(i) for i in range(n)]),
+                    ("class", "class pods", lambda n: [class_pod(i) for i in range(n)]),
+                    ("gang", "1,000-pod gang", lambda _n: [gang_pod(i, "g", args.gang) for i in range(args.gang)]),
                 ):
+                    if key not in args.bursts.split(","):
+                        continue
                     ns = install.namespace(plane, prefix=f"cost-{side}")
                     figures = burst(plane, ns, make(args.pods), args.concurrency)
                     results[side].setdefault(name, []).append(figures)

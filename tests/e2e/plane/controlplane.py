@@ -270,12 +270,14 @@ def scheduler_config(kubeconfig_path: Path, names: tuple[str, ...]) -> str:
 
 
 def start(
-    directory: Path, bin_dir: Path, schedulers: tuple[str, ...] = STAND_IN_SCHEDULERS, *, scheduler: bool = True
+    directory: Path, bin_dir: Path, schedulers: tuple[str, ...] = STAND_IN_SCHEDULERS, *, scheduler: bool = True,
+    profiling: bool = False,
 ) -> Plane:
     """etcd, then kube-apiserver (ready), then kube-scheduler (healthy); on any failure, all are stopped.
 
     ``scheduler=False`` leaves kube-scheduler out (a benchmark of admission alone, where it would compete
-    for the same cores)."""
+    for the same cores); ``profiling=True`` serves the apiserver's ``/debug/pprof`` (where its time goes,
+    ``bench/cluster_cost.py --profile``)."""
     directory.mkdir(parents=True, exist_ok=True)
     if (directory / "pids").exists():
         stop(directory)
@@ -329,7 +331,7 @@ def start(
             "--endpoint-reconciler-type=none",
             "--disable-admission-plugins=ServiceAccount",
             f"--cert-dir={directory / 'apiserver-certs'}",
-            "--profiling=false",
+            f"--profiling={'true' if profiling else 'false'}",
             "--v=1",
         ])  # fmt: skip
         plane.pids["kube-apiserver"] = api.pid

@@ -315,6 +315,10 @@ def render(policy: Policy, options: RenderOptions) -> list[K8sObject]:
                                 {"key": "kubernetes.io/metadata.name", "operator": "NotIn", "values": namespaces}
                             ]
                         },
+                        # the class's own pods only, by label, before any CEL runs: the apiserver evaluates
+                        # a policy's matchConditions on every pod it matches (the pod converted for CEL
+                        # each time), so without it every pod create paid for every class's policy
+                        "objectSelector": {"matchLabels": {policy.keys.workload: cls}},
                         "resourceRules": [
                             {
                                 "apiGroups": [""],
