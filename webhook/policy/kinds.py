@@ -14,7 +14,6 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
-from importlib import resources
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -296,10 +295,9 @@ class KindsFile(Model):
 @lru_cache(maxsize=1)
 def builtin_kinds() -> tuple[WorkloadKindSpec, ...]:
     """The shipped table, validated by the same model as the policy's ``workloadKinds``."""
-    import yaml
+    from webhook.policy.shipped import load_shipped
 
-    text = resources.files("webhook.policy").joinpath("builtin_kinds.yaml").read_text(encoding="utf-8")
-    return KindsFile.model_validate(yaml.safe_load(text)).kinds
+    return KindsFile.model_validate(load_shipped("builtin_kinds.yaml")).kinds
 
 
 # --- compiled form: what the engine reads on every review -------------------------------------
