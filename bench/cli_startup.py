@@ -11,7 +11,10 @@ while recompiling every module (``PYTHONDONTWRITEBYTECODE=1``) measures the comp
 each runs its own ``webhook`` package (``PYTHONPATH=TREE``, working directory ``TREE``) on its own
 ``examples/workloads/pod.yaml`` and ``policies/``.
 
-Run: ``python bench/cli_startup.py [--runs 15] [TREE...]``
+``--command CMD`` adds any other command line to the same rounds (run in this tree), e.g. the console
+script of a regular, non-editable install (an editable install adds its import finder to every start).
+
+Run: ``python bench/cli_startup.py [--runs 15] [--command CMD]... [TREE...]``
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trees", nargs="*", type=Path, help="source trees to compare (default: this one)")
     parser.add_argument("--runs", type=int, default=15, help="rounds; the best of each is reported (default 15)")
+    parser.add_argument("--command", action="append", default=[], metavar="CMD",
+                        help="another command line to time in the same rounds (split on spaces)")
     args = parser.parse_args()
     trees = [t.resolve() for t in args.trees] or [ROOT]
     candidates: dict[str, tuple[list[str], Path, dict[str, str]]] = {
@@ -56,6 +61,8 @@ def main() -> None:
     for tree in trees:
         label = "check pod.yaml" + ("" if len(trees) == 1 else f" [{tree}]")
         candidates[label] = ([sys.executable, "-m", "webhook", "check", str(SMALL_FILE)], tree, _env(tree))
+    for extra in args.command:
+        candidates[extra] = (extra.split(), ROOT, _env(None))
     for cmd, cwd, env in candidates.values():  # warm-up: writes the bytecode caches
         _wall(cmd, cwd, env)
     times: dict[str, list[float]] = {label: [] for label in candidates}
