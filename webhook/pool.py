@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import itertools
 import math
-import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:  # the pool's machinery is imported when a pool starts: `check` on one file never starts one
+    from concurrent.futures import Future
 
 T = TypeVar("T")
 
@@ -141,7 +142,23 @@ class Task:
     size: int = 1  # how much work it is (e.g. documents), for ``ordered``'s ``min_size``
 
 
+def __getattr__(name: str) -> Any:
+    """``ProcessPoolExecutor`` is imported when first asked for (PEP 562), not with this module."""
+    if name == "ProcessPoolExecutor":
+        from concurrent.futures import ProcessPoolExecutor
+
+        return ProcessPoolExecutor
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _executor_class() -> Any:
+    """The executor to start: the module's own attribute where one is set (a test's spy), else the real one."""
+    return globals().get("ProcessPoolExecutor") or __getattr__("ProcessPoolExecutor")
+
+
 def _context() -> Any:
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     return multiprocessing.get_context("fork" if "fork" in methods else None)
 
@@ -195,7 +212,7 @@ def ordered(
     pending: deque[Future[Any] | Ready[Any]] = deque()
     in_flight = 0  # the Futures in ``pending``
     most = window * READY_PER_TASK
-    pool = ProcessPoolExecutor(workers, mp_context=_context(), initializer=initializer, initargs=initargs)
+    pool = _executor_class()(workers, mp_context=_context(), initializer=initializer, initargs=initargs)
     source = _grouped(itertools.chain(head, jobs), group)
     try:
         while True:
@@ -214,13 +231,13 @@ def ordered(
                 pending.append(job)
             while in_flight >= window or len(pending) >= most or (pending and _done(pending[0])):
                 item = pending.popleft()
-                in_flight -= isinstance(item, Future)
+                in_flight -= not isinstance(item, Ready)
                 yield from _results(item)
         while pending:
             yield from _results(pending.popleft())
     finally:
         for item in pending:
-            if isinstance(item, Future):
+            if not isinstance(item, Ready):
                 item.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
 
@@ -231,7 +248,7 @@ a file's begin and end markers) are small, but a stream of them behind one slow 
 
 
 def _done(item: Future[Any] | Ready[Any]) -> bool:
-    return not isinstance(item, Future) or item.done()
+    return isinstance(item, Ready) or item.done()
 
 
 GROUP_PARTS = 1024

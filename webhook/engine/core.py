@@ -52,7 +52,7 @@ from webhook.engine.model.workload import Template, classify, dotted, projected,
 from webhook.engine.model.written_count import with_written_count
 from webhook.engine.patch import PatchBuilder
 from webhook.engine.rules import RULES, effective_action, violation
-from webhook.engine.rules.registry import POD
+from webhook.engine.rules.registry import POD, Rule
 from webhook.engine.rules.registry import facts as rule_facts
 from webhook.engine.shape import shape_errors
 from webhook.policy.compiled import Policy
@@ -568,6 +568,19 @@ DEVICE_ONLY_RULES = frozenset({"privileged-gpu"})
 would show (``device_only``): what its containers may see of the node's GPUs, nothing else."""
 
 
+def _applicable(known: frozenset[str] | None, only: frozenset[str] | None) -> tuple[Rule, ...]:
+    """The pod rules to call, in registry order, when ``known`` facts hold (None: every rule, for the
+    trace) and, with ``only``, among those. A function of a handful of facts: the policy remembers it,
+    so a review no longer tests every rule's subjects and needs."""
+    return tuple(
+        rule
+        for rule in RULES.values()
+        if POD in rule.subjects
+        and (only is None or rule.id in only)
+        and (known is None or not rule.needs or rule.needs <= known)
+    )
+
+
 def _run_rules(
     ctx: Context, deadline: float | None = None, only: frozenset[str] | None = None
 ) -> tuple[Violation, ...]:
@@ -576,11 +589,7 @@ def _run_rules(
     seen: set[tuple[str, str, str]] = set()
     known = rule_facts(ctx) if ctx.trace is None else None  # --explain runs (and reports) every rule
     excepted, notes = ctx.excepted.by_rule, ctx.excepted.notes
-    for rule in RULES.values():
-        if POD not in rule.subjects or (only is not None and rule.id not in only):
-            continue
-        if known is not None and rule.needs and not rule.needs <= known:
-            continue
+    for rule in policy.recall(("rules", known, only), lambda: _applicable(known, only)):
         if deadline is not None:  # (no call at all without one: this loop is on the hot path)
             past_deadline(deadline, f"rule {rule.id}")
         found = False

@@ -9,17 +9,14 @@ override any entry or add models under ``spec.gpuModels``. Profile names keep NV
 
 from __future__ import annotations
 
-from importlib import resources
-
-import yaml
+from webhook.policy.shipped import load_shipped
 
 GIB = 1024**3
 
 
 def _load_models() -> dict[str, dict[str, object]]:
     """The shipped catalog (``gpu_models.yaml``): every number there names its source."""
-    text = resources.files("webhook.policy").joinpath("gpu_models.yaml").read_text(encoding="utf-8")
-    return dict(yaml.safe_load(text)["models"])
+    return dict(load_shipped("gpu_models.yaml")["models"])
 
 
 # model -> {memory, usableMemory, product, mig: [[profile, max, usable memory], ...], layouts, sources}

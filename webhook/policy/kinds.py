@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from dataclasses import field as derived
 from enum import StrEnum
 from functools import lru_cache
-from importlib import resources
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
@@ -296,10 +296,9 @@ class KindsFile(Model):
 @lru_cache(maxsize=1)
 def builtin_kinds() -> tuple[WorkloadKindSpec, ...]:
     """The shipped table, validated by the same model as the policy's ``workloadKinds``."""
-    import yaml
+    from webhook.policy.shipped import load_shipped
 
-    text = resources.files("webhook.policy").joinpath("builtin_kinds.yaml").read_text(encoding="utf-8")
-    return KindsFile.model_validate(yaml.safe_load(text)).kinds
+    return KindsFile.model_validate(load_shipped("builtin_kinds.yaml")).kinds
 
 
 # --- compiled form: what the engine reads on every review -------------------------------------
@@ -394,11 +393,15 @@ class CompiledKey:
     check: str
     size_name: str
     text: str  # the path as the table wrote it (messages)
+    as_string: bool = derived(init=False)
+    """Values under labels/annotations are strings; elsewhere sizes are integers."""
+    wild: bool = derived(init=False)
+    """The path has a wildcard, bound per template (``bind``); derived here, once per policy, since the
+    gang step and rules ask it of every key on every review."""
 
-    @property
-    def as_string(self) -> bool:
-        """Values under labels/annotations are strings; elsewhere sizes are integers."""
-        return len(self.path) >= 2 and self.path[-2] in ("labels", "annotations")
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "as_string", len(self.path) >= 2 and self.path[-2] in ("labels", "annotations"))
+        object.__setattr__(self, "wild", any(isinstance(p, Wild) for p in self.path))
 
 
 @dataclass(frozen=True, slots=True, eq=False)

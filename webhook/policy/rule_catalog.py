@@ -11,12 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from types import MappingProxyType
 
-import yaml
-
 from webhook.actions import Action
+from webhook.policy.shipped import load_shipped
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,8 +27,7 @@ class RuleEntry:
 @cache
 def catalog() -> Mapping[str, RuleEntry]:
     """Every shipped rule by id, in the file's order (read once; the file ships with the package)."""
-    text = resources.files("webhook.policy").joinpath("rules.yaml").read_text(encoding="utf-8")
-    doc = yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    doc = load_shipped("rules.yaml")
     out: dict[str, RuleEntry] = {}
     for entry in doc["rules"]:
         rule_id = str(entry["id"])

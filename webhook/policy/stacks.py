@@ -267,8 +267,10 @@ def load_table(text: str, where: str = "sharing_stacks.yaml") -> StackTable:
     import yaml
     from pydantic import ValidationError
 
+    from webhook.policy.shipped import load_yaml
+
     try:
-        parsed = StacksFile.model_validate(yaml.safe_load(text))
+        parsed = StacksFile.model_validate(load_yaml(text))
     except ValidationError as err:
         first = err.errors()[0]
         at = ".".join(str(p) for p in first["loc"])

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 from webhook.engine.model.context import Context, Gang
 from webhook.engine.model.tasks import first_wave, tasks_of
-from webhook.policy.kinds import CompiledKey, CompiledKind, GangValue, Wild, bind
+from webhook.policy.kinds import CompiledKey, CompiledKind, GangValue, bind
 from webhook.policy.model import GangBackend
 
 VOLCANO_GROUP_NAME = "scheduling.k8s.io/group-name"
@@ -183,7 +183,7 @@ def targets(ctx: Context, key: CompiledKey) -> Iterator[tuple[tuple[str | int, .
             if state.tpl.gang and not state.tpl.virtual:
                 yield (*state.tpl.path, *key.path), state.tpl.replicas, state.tpl.task  # type: ignore[misc]
         return
-    if not any(isinstance(p, Wild) for p in key.path):
+    if not key.wild:
         yield key.path, ctx.gang.size if ctx.gang is not None else 1, None  # type: ignore[misc]
         return
     seen: set[tuple] = set()

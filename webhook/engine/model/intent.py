@@ -137,6 +137,33 @@ def read_intent(
         present |= keys.annotations.intersection(outer)
     if not present:
         return Intent(class_name, class_path)
+    if keys.container in present:  # judged against the template's containers: read every time
+        return _read(policy, tpl, class_name, class_path, present, own, outer)
+    found: list[tuple[str, bool, str]] = []
+    for key in present:
+        mine = key in own
+        value = own[key] if mine else outer[key]
+        if type(value) is not str:  # not what the API allows, and maybe not hashable: read, not remembered
+            return _read(policy, tpl, class_name, class_path, present, own, outer)
+        found.append((key, mine, value))
+    # everything the reading below uses besides the policy: the Intent is a value (a named tuple)
+    return policy.recall(
+        ("intent", class_name, class_path, tpl.path, frozenset(found)),
+        lambda: _read(policy, tpl, class_name, class_path, present, own, outer),
+    )
+
+
+def _read(
+    policy: Policy,
+    tpl: Template,
+    class_name: str,
+    class_path: str,
+    present: frozenset[str] | set[str],
+    own: dict[str, Any],
+    outer: dict[str, Any],
+) -> Intent:
+    """The intent the ``present`` keys spell, template (``own``) first, then the workload's metadata."""
+    keys = policy.keys
     fields: dict[str, Any] = {}  # what the keys set, then one Intent built from it
     paths: list[tuple[str, str]] = []
     errors: list[tuple[str, str]] = []

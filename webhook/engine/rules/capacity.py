@@ -38,6 +38,7 @@ def rounded(ask: CapacityAsk) -> str | None:
 
 @rule(
     "claim-capacity-unsatisfiable",
+    needs=("claims",),  # judging a pod: its templates' claims (a claim object is judged on its own)
     subjects=(POD, CLAIM),
 )
 def claim_capacity_unsatisfiable(ctx: Context | ClaimContext) -> Iterable[Finding]:

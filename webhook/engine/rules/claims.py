@@ -12,6 +12,7 @@ from webhook.policy.compiled import CompiledPool
 
 @rule(
     "claim-unresolved",
+    needs=("claims",),
 )
 def claim_unresolved(ctx: Context) -> Iterable[Finding]:
     """Unknown is not "no GPU": the pod is judged as a GPU pod (placement, privileged-gpu) and warned.

@@ -87,6 +87,7 @@ def _label(m: _Member) -> str:
 
 @rule(
     "compute-domain-invalid",
+    needs=("claims",),
 )
 def compute_domain_invalid(ctx: Context) -> Iterable[Finding]:
     members = _members(ctx)
@@ -147,6 +148,7 @@ def compute_domain_invalid(ctx: Context) -> Iterable[Finding]:
 
 @rule(
     "compute-domain-num-nodes",
+    needs=("claims",),
 )
 def compute_domain_num_nodes(ctx: Context) -> Iterable[Finding]:
     """``numNodes`` is deprecated upstream and holds pods only with a non-default driver setting, so a

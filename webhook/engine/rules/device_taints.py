@@ -11,6 +11,7 @@ from webhook.engine.rules.registry import CLAIM, POD, rule
 
 @rule(
     "device-taint-tolerated",
+    needs=("claims",),  # judging a pod: its templates' claims (a claim object is judged on its own)
     subjects=(POD, CLAIM),
 )
 def device_taint_tolerated(ctx: Context | ClaimContext) -> Iterable[Finding]:

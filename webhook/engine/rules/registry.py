@@ -40,7 +40,7 @@ class Rule:
 
 RULES: dict[str, Rule] = {}
 
-FACTS = frozenset({"findings", "gang", "multi-pod", "validated-fields"})
+FACTS = frozenset({"claims", "findings", "gang", "multi-pod", "validated-fields"})
 
 
 def facts(ctx: Context) -> frozenset[str]:
@@ -58,6 +58,8 @@ def facts(ctx: Context) -> frozenset[str]:
             found.append("multi-pod")
     if ctx.workload.spec.validate_fields:
         found.append("validated-fields")
+    if any(state.judged.claims for state in ctx.states):
+        found.append("claims")  # a template as judged names DRA claims (spec.resourceClaims)
     return frozenset(found)
 
 
