@@ -84,3 +84,16 @@ def test_a_value_that_is_not_a_string_is_read_not_remembered(policy):
     ann = {f"{prefix}/gpus": ["8"]}  # the API refuses it; the engine must still not crash or remember it
     first = read_intent(policy, {"metadata": {}}, _template((), ann), "training", "x")
     assert first.errors
+
+
+def test_long_values_are_read_not_remembered(policy):
+    """An attacker's pods with 100 KiB intent values, each different, must not fill the policy's memo with them
+    (4,096 keys of 100 KiB would be 400 MiB per policy and worker)."""
+    prefix = policy.settings.prefix
+    before = len(policy.memo)
+    for i in range(50):
+        ann = {f"{prefix}/gpus": f"{i}" + "9" * 100_000}
+        intent = read_intent(policy, {"metadata": {}}, _template((), ann), "training", "x")
+        assert intent.errors  # still judged
+    assert len(policy.memo) <= before + 1
+    assert all(len(str(k)) < 10_000 for k in policy.memo)

@@ -122,6 +122,10 @@ def read_class(policy: Policy, obj: dict[str, Any], tpl: Template) -> tuple[str,
     return (value if isinstance(value, str) else str(value)), path
 
 
+MEMO_VALUE = 64
+"""Intent values up to this length are remembered (a count, a quantity, a name); longer ones are read."""
+
+
 def read_intent(
     policy: Policy, obj: dict[str, Any], tpl: Template, class_name: str, class_path: str
 ) -> Intent:
@@ -143,7 +147,9 @@ def read_intent(
     for key in present:
         mine = key in own
         value = own[key] if mine else outer[key]
-        if type(value) is not str:  # not what the API allows, and maybe not hashable: read, not remembered
+        if type(value) is not str or len(value) > MEMO_VALUE:  # not what the API allows (maybe not hashable),
+            # or longer than any intent a user writes: read, not remembered, so that hostile requests with
+            # large values cannot fill the memo with them (it holds 4,096 keys per policy)
             return _read(policy, tpl, class_name, class_path, present, own, outer)
         found.append((key, mine, value))
     # everything the reading below uses besides the policy: the Intent is a value (a named tuple)
