@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import platform
 import shutil
 import ssl
@@ -69,7 +70,37 @@ def gang_pod(i: int, gang: str, size: int) -> dict[str, Any]:
             "spec": {"containers": [{"name": "c", "image": "registry.example/train:1"}]}}  # fmt: skip
 
 
-def burst(plane: controlplane.Plane, namespace: str, pods: list[dict[str, Any]], concurrency: int) -> dict[str, Any]:
+def cpu_seconds(pids: set[int]) -> float:
+    """User + system CPU of these processes so far (``/proc/PID/stat``)."""
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def group(pgid: int) -> set[int]:
+    """The processes of a process group (our server's master and workers)."""
+    out = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int((entry / "stat").read_text().rsplit(")", 1)[1].split()[2]) == pgid:
+                    out.add(int(entry.name))
+            except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+                continue
+    return out
+
+
+def burst(plane: controlplane.Plane, namespace: str, pods: list[dict[str, Any]], concurrency: int,
+          watched: dict[str, set[int]] | None = None) -> dict[str, Any]:  # fmt: skip
+    """One burst; ``watched``: processes whose CPU per pod is reported (apiserver, etcd, our server)."""
+    watched = watched or {}
+    before = {name: cpu_seconds(pids) for name, pids in watched.items()}
+    client_before = time.process_time()
     host, port = plane.server.removeprefix("https://").split(":")
     ctx = ssl.create_default_context(cafile=str(plane.directory / "ca.crt"))
     ctx.load_cert_chain(plane.directory / "admin.crt", plane.directory / "admin.key")
@@ -106,7 +137,10 @@ def burst(plane: controlplane.Plane, namespace: str, pods: list[dict[str, Any]],
         t.join()
     wall = time.perf_counter() - start
     latencies.sort()
+    cpu = {name: (cpu_seconds(pids) - before[name]) * 1000 / len(pods) for name, pids in watched.items()}
+    cpu["client"] = (time.process_time() - client_before) * 1000 / len(pods)
     return {
+        "cpu_ms_per_pod": cpu,
         "pods": len(pods),
         "per_second": len(pods) / wall,
         "p50_ms": statistics.median(latencies) * 1000,
@@ -198,11 +232,15 @@ def main(argv: list[str] | None = None) -> int:
                     if key not in args.bursts.split(","):
                         continue
                     ns = install.namespace(plane, prefix=f"cost-{side}")
-                    figures = burst(plane, ns, make(args.pods), args.concurrency)
+                    watched = {"apiserver": {plane.pids["kube-apiserver"]}, "etcd": {plane.pids["etcd"]},
+                               "server": group(server.proc.pid)}  # fmt: skip
+                    figures = burst(plane, ns, make(args.pods), args.concurrency, watched)
                     results[side].setdefault(name, []).append(figures)
                     print(f"round {r + 1} {side:7} {name:15} {figures['per_second']:7.1f} pods/s "
                           f"p50 {figures['p50_ms']:6.1f} ms p99 {figures['p99_ms']:6.1f} ms "
-                          f"errors {len(figures['errors'])}", flush=True)  # fmt: skip
+                          f"errors {len(figures['errors'])}; CPU ms/pod "
+                          + " ".join(f"{k} {v:.2f}" for k, v in figures["cpu_ms_per_pod"].items()),
+                          flush=True)  # fmt: skip
                     if figures["errors"]:
                         print("  first error:", figures["errors"][0], flush=True)
                 if applied:
@@ -213,17 +251,23 @@ def main(argv: list[str] | None = None) -> int:
         plane.stop()
     print(f"\n{platform.processor() or platform.machine()}, {platform.python_version()}; "
           f"kube-apiserver {build.KUBERNETES_VERSION}; medians of {args.rounds} rounds")  # fmt: skip
-    print(f"{'burst':15} {'without/s':>10} {'with/s':>10} {'ratio':>6} {'p50 +ms':>8} {'p99 +ms':>8}")
+    print(f"{'burst':15} {'without/s':>10} {'with/s':>10} {'ratio':>6} {'p50 +ms':>8} {'p99 +ms':>8}  "
+          "CPU ms per pod without -> with (apiserver, etcd, our server, client)")
     summary = {}
     for name in results["without"]:
         w = results["without"][name]
         o = results["with"][name]
         med = {k: (statistics.median(f[k] for f in w), statistics.median(f[k] for f in o))
                for k in ("per_second", "p50_ms", "p99_ms")}  # fmt: skip
+        cpu = {k: (statistics.median(f["cpu_ms_per_pod"][k] for f in w),
+                   statistics.median(f["cpu_ms_per_pod"][k] for f in o))
+               for k in ("apiserver", "etcd", "server", "client")}  # fmt: skip
+        med |= {f"cpu_{k}": v for k, v in cpu.items()}
         summary[name] = med
         print(f"{name:15} {med['per_second'][0]:10.1f} {med['per_second'][1]:10.1f} "
               f"{med['per_second'][1] / med['per_second'][0]:6.2f} {med['p50_ms'][1] - med['p50_ms'][0]:8.1f} "
-              f"{med['p99_ms'][1] - med['p99_ms'][0]:8.1f}")  # fmt: skip
+              f"{med['p99_ms'][1] - med['p99_ms'][0]:8.1f}  "
+              + ", ".join(f"{a:.2f} -> {b:.2f}" for a, b in cpu.values()))  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps({"results": results, "summary": summary}, indent=1))
     errors = sum(len(f["errors"]) for side in results.values() for runs in side.values() for f in runs)
