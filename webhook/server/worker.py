@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import select
 import selectors
 import ssl
 import time
@@ -259,9 +260,12 @@ class AdmissionWorker(ThreadWorker):
     def finish_request(self, conn: TConn, fs: Any) -> None:
         # bytes of the next request read along with this one (pipelining, a drained body) go
         # through the read phase too, instead of a thread reading the rest from the client
-        if self.alive and not fs.cancelled() and fs.exception() is None and fs.result() is True:
+        if not fs.cancelled() and fs.exception() is None and fs.result() is True:
             left = conn.parser.unreader.take_buffered() if conn.parser is not None else b""
-            if left:
+            # stopping: gunicorn closes a connection whose answer finished after the stop began, but its
+            # client may already have sent the next request on it (it read the answer before this loop
+            # got here), and would get no answer: read that one too; it is answered "Connection: close"
+            if left or (not self.alive and _waiting(conn.sock)):
                 conn.sock.setblocking(False)
                 self._start(conn, False, left)
                 return
@@ -505,6 +509,16 @@ class AdmissionWorker(ThreadWorker):
 
 _REFUSED = "client certificate not accepted by this webhook"
 _HEAD_TOO_LONG = f"request line and headers longer than {HEAD_LIMIT} bytes (an apiserver sends under 1 KiB)"
+
+
+def _waiting(sock: Any) -> bool:
+    """Bytes from the client are waiting on ``sock`` (decrypted, or still in the kernel's buffer)."""
+    try:
+        if isinstance(sock, ssl.SSLSocket) and sock.pending():
+            return True
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return False
 
 
 def _too_large() -> str:
