@@ -4,7 +4,7 @@ module's servers again."""
 
 from __future__ import annotations
 
-from tests.parallel import SPREAD_MODULES, work_unit
+from tests.parallel import SPREAD_MODULES, longest_first, work_unit
 
 
 def test_each_whole_tier_is_one_unit_whatever_the_module() -> None:
@@ -22,3 +22,14 @@ def test_a_module_is_one_unit_and_a_spread_module_is_shared_test_by_test() -> No
 
 def test_a_module_named_like_a_tier_elsewhere_is_not_that_tier() -> None:
     assert work_unit("tests/server/test_e2e.py::test_a") == "tests/server/test_e2e.py"
+
+
+def test_the_longest_units_are_handed_out_first() -> None:
+    """xdist's own order (most tests first) left the minute-long single tests and the e2e tier for last."""
+    units = [
+        "tests/engine/test_rules.py",
+        "tests/intree/test_differential.py::test_shipped_examples[default]",
+        "tests/intree/test_differential.py::test_gang_jobs[update]",
+        "tier:e2e",
+    ]
+    assert longest_first(units) == units[:0:-1]
