@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -90,3 +91,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         known = item.nodeid.split("[")[0] in KNOWN_SLOW or item.nodeid.split("::")[0] in SLOW_MODULES
         if hypothesis or known or item.path.parent.name in SLOW_DIRECTORIES:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: absent without it
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``pytest -n 2``: the work shared out by ``tests/parallel.py`` (a module per worker, a tier per worker)."""
+    from tests.parallel import scheduler
+
+    return scheduler(config, log)

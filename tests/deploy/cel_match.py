@@ -26,6 +26,10 @@ from typing import Any
 
 import celpy
 
+from tests.cel_casts import free_casts
+
+free_casts()  # cel-python's per-step typing work, skipped (tests/cel_casts.py): same results, faster
+
 CALL, SKIP, REJECT = "call", "skip", "reject"
 
 # request.resource for each matched kind: (apiVersion, kind) -> (group, version, resource)

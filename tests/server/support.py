@@ -50,6 +50,24 @@ def _ephemeral_range() -> tuple[int, int]:
         return 32768, 60999  # Linux's default
 
 
+def _worker_index() -> int:
+    """This pytest-xdist worker's number (``gw1`` -> 1); 0 outside a parallel run."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    return int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0
+
+
+def _worker_count() -> int:
+    count = os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")
+    return max(1, int(count)) if count.isdigit() else 1
+
+
+def _share() -> range:
+    """The ports this process may hand out: below the ephemeral range, this worker's share of them."""
+    low, _ = _ephemeral_range()
+    pool = range(max(1024, low - 12_000), low) if low > 2048 else range(0)
+    return pool[_worker_index() :: _worker_count()]
+
+
 def free_port() -> int:
     """A loopback port that is free now and that no other caller in this session was given.
 
@@ -57,9 +75,9 @@ def free_port() -> int:
     second call (``bind(("127.0.0.1", 0))`` may hand out the port it just released, and a server whose
     serving and metrics ports came out equal failed to start), and the kernel itself, which gives the
     same ephemeral range to every outgoing connection's local port. Ports below that range, never the
-    same twice, avoid both."""
-    low, _ = _ephemeral_range()
-    pool = range(max(1024, low - 12_000), low) if low > 2048 else range(0)
+    same twice, avoid both. Parallel workers each have their own share of the range (port modulo the
+    worker count), so one worker never hands out a port another worker just handed out."""
+    pool = _share()
     for port in random.sample(pool, min(len(pool), 200)):
         if port in _HANDED_OUT:
             continue

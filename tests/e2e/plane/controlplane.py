@@ -16,7 +16,6 @@ import ipaddress
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -43,9 +42,12 @@ class PlaneError(RuntimeError):
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port below the ephemeral range, never handed out twice, this worker's share under
+    pytest-xdist (``tests.server.support.free_port``): a port the kernel picked for ``bind(0)`` and that
+    was closed again can be taken by any outgoing connection before the component binds it."""
+    from tests.server.support import free_port as below_ephemeral
+
+    return below_ephemeral()
 
 
 # --- certificates -----------------------------------------------------------------------------------------
