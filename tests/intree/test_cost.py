@@ -119,3 +119,14 @@ def test_lint_says_why_the_in_tree_policies_cannot_be_rendered(tmp_path, capsys)
     assert main(["policy", "lint", "--strict", str(tmp_path / "policies")]) == 1
     out = capsys.readouterr().out
     assert "cannot be rendered from this policy" in out and "per-expression limit" in out, out
+
+
+def test_lint_says_why_the_webhooks_cannot_be_rendered(tmp_path, capsys):
+    """A policy beside a committed base manifest whose webhooks' conditions no longer fit cel-go's limits."""
+    (tmp_path / "policies").mkdir()
+    (tmp_path / "policies" / "huge.yaml").write_text(_big_policy(150))
+    (tmp_path / "manifests" / "base").mkdir(parents=True)
+    (tmp_path / "manifests" / "base" / "rendered.yaml").write_text("# rendered from a smaller policy\n")
+    assert main(["policy", "lint", "--strict", str(tmp_path / "policies")]) == 1
+    out = capsys.readouterr().out
+    assert "cannot be rendered from this policy" in out and "parser would refuse" in out, out
