@@ -24,14 +24,22 @@ from typing import Any
 import pytest
 
 WHOLE_TIERS = {"e2e": "tier:e2e", "helm": "tier:helm"}
-SPREAD_MODULES = frozenset({"tests/intree/test_differential.py"})
-# units measured longest (`pytest -n 2 --durations`), by prefix, in the order they are handed out first
+SPREAD_MODULES = frozenset({"tests/intree/test_differential.py", "tests/deploy/test_cel_forwards_every_trigger.py"})
+# units measured longest (`pytest -n 2 --durations=0`, summed per unit), by prefix, in the order they are
+# handed out first; the many short modules after them fill the gaps, so both workers finish together
 LONGEST_FIRST = (
     "tier:e2e",
     "tests/intree/test_differential.py::test_gang_jobs",
+    "tier:helm",
+    "tests/reliability/test_fuzz.py",
+    "tests/deploy/test_match_conditions.py",
+    "tests/server/test_unknown_namespace.py",
+    "tests/engine/test_corpus.py",
+    "tests/oracle/test_properties.py",
+    "tests/audit/test_audit_cluster.py",
+    "tests/reliability/test_security.py",
     "tests/intree/test_differential.py",
     "tests/deploy/test_cel_forwards_every_trigger.py",
-    "tests/reliability/test_fuzz.py",
 )
 
 
