@@ -122,10 +122,6 @@ def read_class(policy: Policy, obj: dict[str, Any], tpl: Template) -> tuple[str,
     return (value if isinstance(value, str) else str(value)), path
 
 
-MEMO_VALUE = 64
-"""Intent values up to this length are remembered (a count, a quantity, a name); longer ones are read."""
-
-
 def read_intent(
     policy: Policy, obj: dict[str, Any], tpl: Template, class_name: str, class_path: str
 ) -> Intent:
@@ -141,35 +137,6 @@ def read_intent(
         present |= keys.annotations.intersection(outer)
     if not present:
         return Intent(class_name, class_path)
-    if keys.container in present:  # judged against the template's containers: read every time
-        return _read(policy, tpl, class_name, class_path, present, own, outer)
-    found: list[tuple[str, bool, str]] = []
-    for key in present:
-        mine = key in own
-        value = own[key] if mine else outer[key]
-        if type(value) is not str or len(value) > MEMO_VALUE:  # not what the API allows (maybe not hashable),
-            # or longer than any intent a user writes: read, not remembered, so that hostile requests with
-            # large values cannot fill the memo with them (it holds 4,096 keys per policy)
-            return _read(policy, tpl, class_name, class_path, present, own, outer)
-        found.append((key, mine, value))
-    # everything the reading below uses besides the policy: the Intent is a value (a named tuple)
-    return policy.recall(
-        ("intent", class_name, class_path, tpl.path, frozenset(found)),
-        lambda: _read(policy, tpl, class_name, class_path, present, own, outer),
-    )
-
-
-def _read(
-    policy: Policy,
-    tpl: Template,
-    class_name: str,
-    class_path: str,
-    present: frozenset[str] | set[str],
-    own: dict[str, Any],
-    outer: dict[str, Any],
-) -> Intent:
-    """The intent the ``present`` keys spell, template (``own``) first, then the workload's metadata."""
-    keys = policy.keys
     fields: dict[str, Any] = {}  # what the keys set, then one Intent built from it
     paths: list[tuple[str, str]] = []
     errors: list[tuple[str, str]] = []
