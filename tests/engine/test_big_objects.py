@@ -66,8 +66,9 @@ def test_a_one_mib_pod_mutates_in_linear_work(policy):
 
     def once(name: str) -> float:
         copy = orjson.loads(bodies[name])
-        gc.collect()
-        gc.disable()  # a collection of a million fresh objects would land in one run or the other
+        # a collection of a million fresh objects would land in one run or the other; no gc.collect()
+        # first: in a test worker whose heap holds the earlier tests' objects it took seconds a run
+        gc.disable()
         try:
             # CPU time of this thread, not wall time: on a loaded CI machine the thread is preempted
             # for whole time slices, which wall time would charge to whichever run it hit
