@@ -27,6 +27,7 @@ from typing import Any
 import celpy
 
 from tests.cel_casts import free_casts
+from tests.cel_evaluator import environment
 
 free_casts()  # cel-python's per-step typing work, skipped (tests/cel_casts.py): same results, faster
 
@@ -88,7 +89,7 @@ class Outcome:
 class Webhook:
     """One webhook of a rendered configuration, able to say what the API server would do."""
 
-    _env = celpy.Environment()
+    _env = environment()
 
     def __init__(self, hook: dict[str, Any]) -> None:
         self.hook = hook

@@ -25,6 +25,7 @@ from typing import Any
 
 import celpy
 
+from tests.cel_evaluator import environment
 from tests.deploy.cel_match import prune_nulls
 
 ALLOW, DENY = "allow", "deny"
@@ -40,7 +41,7 @@ class Verdict:
 class AdmissionPolicy:
     """A rendered ValidatingAdmissionPolicy and its binding, able to say what the API server would do."""
 
-    _env = celpy.Environment()
+    _env = environment()
 
     def __init__(self, policy: dict[str, Any], binding: dict[str, Any]) -> None:
         assert binding["spec"]["policyName"] == policy["metadata"]["name"]

@@ -46,11 +46,10 @@ from functools import lru_cache
 from typing import Any
 
 import celpy
-import lark
 from celpy import celtypes
-from celpy.evaluation import Evaluator
 
 from tests.cel_casts import free_casts
+from tests.cel_evaluator import environment
 from tests.deploy.cel_match import prune_nulls
 
 free_casts()  # cel-python's per-step typing work, skipped (tests/cel_casts.py): same results, faster
@@ -96,41 +95,8 @@ def _sum(values: Any) -> Any:
 FUNCTIONS: dict[str, Callable[..., Any]] = {"matches": _matches, "sum": _sum}
 
 
-class _ShortCircuit(Evaluator):
-    """cel-python's evaluator, with ``&&`` and ``||`` skipping the right operand when the left one decides.
-
-    CEL's logical operators are commutative over errors (``false && error`` is false, whichever side
-    errs), which cel-python implements by always evaluating both sides. Skipping the right side when the
-    left is ``false`` (``&&``) or ``true`` (``||``) gives the same value and errors (an error on the left
-    still evaluates the right), several times faster on these policies' long conjunctions.
-    """
-
-    def _logical(self, tree: lark.Tree, decided: bool, name: str) -> Any:
-        if len(tree.children) == 1:
-            return self.visit_children(tree)[0]
-        left = self.visit(tree.children[0])
-        if isinstance(left, celtypes.BoolType) and bool(left) is decided:
-            return left
-        right = self.visit(tree.children[1])
-        try:
-            return self.activation.resolve_function(name)(left, right)
-        except TypeError as exc:
-            return celpy.CELEvalError(f"no matching overload for {name}", exc.__class__, exc.args, tree=tree)
-
-    def conditionaland(self, tree: lark.Tree) -> Any:
-        return self._logical(tree, False, "_&&_")
-
-    def conditionalor(self, tree: lark.Tree) -> Any:
-        return self._logical(tree, True, "_||_")
-
-
-class _Runner(celpy.InterpretedRunner):
-    def evaluate(self, context: Any) -> Any:
-        return _ShortCircuit(ast=self.ast, activation=self.new_activation()).evaluate(context)
-
-
 # JSONPatch{...}: the MutatingAdmissionPolicy library's object type, read as a message (a map of its fields)
-_ENV = celpy.Environment(annotations={"JSONPatch": celtypes.MessageType}, runner_class=_Runner)
+_ENV = environment(annotations={"JSONPatch": celtypes.MessageType})
 
 
 @lru_cache(maxsize=4096)
