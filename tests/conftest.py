@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+import tests.bytecode_cache  # noqa: F401  (first: bytecode cached outside the checkout for the run)
 import webhook.policy
 
 ROOT = Path(__file__).resolve().parents[1]
