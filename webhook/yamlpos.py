@@ -53,7 +53,7 @@ class Document:
     def ensure_nodes(self) -> Document:
         """Compose the node tree on demand: the fast path (``check``) loads data only."""
         if self.node is None and self.text:
-            self.node = compose(self.text)[1]
+            self.node = compose_node(self.text)
         return self
 
 
@@ -148,6 +148,16 @@ def compose(text: str) -> tuple[Any, yaml.Node | None]:
     finally:
         loader.dispose()
     return data, node
+
+
+def compose_node(text: str) -> yaml.Node | None:
+    """The node tree of one document only, for positions: its data (which :func:`compose` also builds,
+    a third of the cost) is what the caller already loaded. Raises ``yaml.YAMLError`` as ``compose``."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
 
 
 _events = EventBuilder(_Loader)
