@@ -185,7 +185,7 @@ def check_sources(
         found = False
         try:
             bad: list[ReadError] = []
-            for result in _readable(judge, source.name, yamlpos.iter_chunks(source.lines(bad)), bad):
+            for result in _readable(judge, source.name, yamlpos.iter_block_chunks(source.blocks(bad)), bad):
                 found = True
                 yield result
         except ReadError as exc:
@@ -297,7 +297,7 @@ def _jobs(sources: Iterable[Source]) -> Iterator[Any]:
         size = 0
         bad: list[ReadError] = []
         try:
-            for start, text in yamlpos.iter_chunks(source.lines(bad)):
+            for start, text in yamlpos.iter_block_chunks(source.blocks(bad)):
                 end = start + text.count("\n")
                 problem = next((e for e in bad if start <= e.line <= end), None)
                 if problem is not None:  # as _readable: this document is an error, the others are judged
