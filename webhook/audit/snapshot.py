@@ -307,7 +307,7 @@ def source_items(source: Source, keep: Callable[[str], bool] | None) -> Iterator
         raise SnapshotError(f"{source.name}: {source.empty}")
     try:
         for item in _source_chunks(source):
-            yield item, keep is None or keep(item.text) or not _MAPPING.match(item.text)
+            yield item, keep is None or kept(item, keep)
     except ReadError as exc:
         raise SnapshotError(f"{source.name}:{exc.line}: {exc.message}") from None
     except UnicodeDecodeError as exc:
@@ -315,6 +315,12 @@ def source_items(source: Source, keep: Callable[[str], bool] | None) -> Iterator
         raise SnapshotError(f"{source.name}: not UTF-8 (byte 0x{byte:02x}); save it as UTF-8") from None
     except OSError as exc:
         raise SnapshotError(f"{source.name}: cannot read: {exc.strerror or exc}") from None
+
+
+def kept(item: Item, keep: Callable[[str], bool]) -> bool:
+    """Whether to parse ``item``: ``keep`` wants it, or it does not even start like a mapping (it is
+    parsed so that its error is reported)."""
+    return keep(item.text) or not _MAPPING.match(item.text)
 
 
 def parse_item(item: Item, name: str, strip: bool) -> Iterator[tuple[Item, Any]]:
