@@ -108,3 +108,25 @@ def test_bad_worker_counts_are_one_clear_line(tmp_path: Path, capsys: pytest.Cap
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--workers" in err and "expected a number of processes or 'auto'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("output", ["text", "json", "jsonl", "junit", "github", "yaml"])
+def test_a_worker_sends_back_the_report_text_not_the_result(policy, output: str) -> None:
+    """What crosses the pipe: for every format but yaml (which reprints the documents), each result's
+    part of the report already written, and no decision or object (pickling those cost more than
+    writing the text, and the main process then formatted it all alone)."""
+    from webhook.check.formats import Options, renderer
+
+    render = renderer(output, Options())
+    judge = runner._Judge(policy, runner.Namespaces("default", {}), False, runner.EMPTY_CLUSTER, render=render)
+    runner._init_worker(judge)
+    try:
+        sent = runner._judge_batch("f.yaml", [(1, INFER), (8, DENIED), (20, SERVICE)])
+    finally:
+        runner._init_worker(None)  # type: ignore[arg-type]
+    if output == "yaml":
+        assert render is None and all(isinstance(r, runner.CheckResult) for r in sent)
+        return
+    assert [type(r) for r in sent] == [runner.Rendered] * 3
+    assert [r.status for r in sent] == [runner.Status.ADMITTED, runner.Status.DENIED, runner.Status.SKIPPED]
+    assert all(not hasattr(r, "decision") and not hasattr(r, "obj") for r in sent)
