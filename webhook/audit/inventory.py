@@ -189,9 +189,14 @@ _CONTEXT_WORD = re.compile(
 )
 
 
+_KIND_WORDS = ("Namespace", "Node", "DeviceClass", "ResourceSlice", "ComputeDomain", "ResourceClaim")
+
+
 def is_context_item(text: str) -> bool:
     """Whether an unparsed snapshot item is a cluster-context object (a Namespace, a Node, a DRA object):
     the context pass read it; the judging pass must neither judge nor count it as a workload."""
+    if not any(word in text for word in _KIND_WORDS):  # what both patterns need: 5x faster than ^ in MULTILINE
+        return False
     if _CONTEXT_KIND.search(text) is not None:
         return True
     if text.lstrip().startswith("{") and _CONTEXT_WORD.search(text):  # a flow-style item: parse it to be sure
