@@ -85,7 +85,7 @@ class SnapshotInventory:
         """The context objects; and, read in the same pass, every object but a pod whose text names the grant
         annotation (a snapshot may list pods before their owners: the audit needs the owners first)."""
         found = ClusterObjects(default_namespace, complete=True)
-        for item, obj in snapshot.objects(self.paths, keep=_context_or_grant):
+        for item, obj in snapshot.objects(self.paths, keep=_context_or_grant, as_written=True):
             if GRANT_NAME in item.text and isinstance(obj, dict) and obj.get("kind") != "Pod":
                 carrier = facts(obj)
                 if carrier is not None and in_namespace(obj, self.namespace):
