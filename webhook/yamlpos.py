@@ -7,6 +7,7 @@ than a plain load, and keeping the node tree lets errors name ``file:line:column
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,7 +54,7 @@ class Document:
     def ensure_nodes(self) -> Document:
         """Compose the node tree on demand: the fast path (``check``) loads data only."""
         if self.node is None and self.text:
-            self.node = compose(self.text)[1]
+            self.node = compose_node(self.text)
         return self
 
 
@@ -139,6 +140,40 @@ def iter_chunks(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
     yield start_line, "".join(current)
 
 
+_SEPARATOR = re.compile(r"(?:---|\.\.\.)(?=[ \t\r\n]|\Z)")
+"""A line :func:`_is_separator` accepts, at the start of a block of whole lines."""
+_NEXT_SEPARATOR = re.compile(r"\n(?:---|\.\.\.)(?=[ \t\r\n]|\Z)")
+"""The same after a line's end (a literal ``\\n`` first: five times faster than ``^`` in MULTILINE mode)."""
+
+
+def iter_block_chunks(blocks: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """:func:`iter_chunks` over blocks of whole lines (each ends with ``\\n``, but the last may not):
+    the same (first line, text) chunks, found with one regex search per separator instead of a test
+    per line. ``check``'s main process splits every input this way (``Source.blocks``)."""
+    start_line, parts = 1, []
+    number = 0  # the lines before the current block
+    for block in blocks:
+        pos = 0  # where the current document's text resumes in this block
+        counted, lines = 0, number  # ``lines``: the lines before offset ``counted``
+        starts = [m.start() + 1 for m in _NEXT_SEPARATOR.finditer(block)]
+        for at in [0, *starts] if _SEPARATOR.match(block) else starts:
+            lines += block.count("\n", counted, at)
+            counted = at
+            parts.append(block[pos:at])
+            yield start_line, "".join(parts)
+            eol = block.find("\n", at)
+            pos = len(block) if eol < 0 else eol + 1
+            line, here = block[at:pos], lines + 1
+            rest = line[3:]
+            if rest.strip() and not rest.lstrip().startswith("#") and line.startswith("---"):
+                parts, start_line = [" " * 3 + rest], here  # '--- value' on one line
+            else:
+                parts, start_line = [], here + 1
+        parts.append(block[pos:])
+        number += block.count("\n")
+    yield start_line, "".join(parts)
+
+
 def compose(text: str) -> tuple[Any, yaml.Node | None]:
     """Parse one document into (data, node tree); raises ``yaml.YAMLError`` with a mark."""
     loader = _Loader(text)
@@ -148,6 +183,16 @@ def compose(text: str) -> tuple[Any, yaml.Node | None]:
     finally:
         loader.dispose()
     return data, node
+
+
+def compose_node(text: str) -> yaml.Node | None:
+    """The node tree of one document only, for positions: its data (which :func:`compose` also builds,
+    a third of the cost) is what the caller already loaded. Raises ``yaml.YAMLError`` as ``compose``."""
+    loader = _Loader(text)
+    try:
+        return loader.get_single_node()
+    finally:
+        loader.dispose()
 
 
 _events = EventBuilder(_Loader)

@@ -216,3 +216,34 @@ def test_claim_objects_are_judged_for_what_they_give_a_pod(tmp_path: Path) -> No
     assert [v["rule"] for v in results[("ResourceClaimTemplate", "watch")]["violations"]] == ["privileged-gpu"]
     assert results[("ResourceClaimTemplate", "one")]["status"] == "admitted"
     assert results[("ResourceClaim", "p-extended-resources-x")]["status"] == "admitted"
+
+
+def test_the_context_pass_decides_on_items_as_written_as_on_them_dedented(policy) -> None:
+    """The context pass asks its screen (context kinds, claimants, grant carriers) about each item as
+    written, sparing the dedent: every item of every split case, List items indented or not, gets the
+    same answer both ways, and each context kind is found at any indentation."""
+    from tests.audit.cluster import cluster_objects
+    from webhook.audit.inventory import _context_or_grant
+    from webhook.audit.snapshot import kept
+
+    cases = dict(_SPLIT_CASES)
+    cases["stored objects"] = yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": cluster_objects(policy)})
+    kinds = ("Namespace", "Node", "ResourceClaimTemplate", "ResourceClaim", "DeviceClass", "ResourceSlice",
+             "ComputeDomain", "Pod")
+    for indent in (0, 2, 4):
+        pad = " " * indent
+        items = "".join(f"{pad}- kind: {k}\n{pad}  metadata: {{name: x, annotations: {{a: exception-grant}}}}\n"
+                        f"{pad}  spec:\n{pad}    resourceClaimTemplateName: t\n" for k in kinds)
+        cases[f"list at {indent}"] = f"apiVersion: v1\nkind: List\nitems:\n{items}"
+    rng = random.Random(20261205)
+    for n in range(300):
+        pieces = (*_PIECES, "- kind: Node", "  kind: Namespace", "    kind: 'DeviceClass' # c",
+                  "  resourceClaimTemplateName: t", "  - kind: ResourceClaim")
+        lines = [rng.choice(pieces) for _ in range(rng.randint(1, 25))]
+        cases[f"generated {n}"] = "".join(line + rng.choice(("\n", "\r\n")) for line in lines)
+    found = 0
+    for name, text in cases.items():
+        for item in _block_chunks(_blocks(io.StringIO(text, newline=""), 1 << 20), "f"):
+            assert kept(item, _context_or_grant, True) == kept(item, _context_or_grant), (name, item.raw)
+            found += kept(item, _context_or_grant, True)
+    assert found > 300

@@ -271,10 +271,11 @@ def _generated(documents: int, pulled: list[int]):
 
 def test_results_stream_one_document_at_a_time(policy, monkeypatch):
     """The runner judges a document and hands it on before reading the next, and the text writer
-    prints each result before pulling the next one: nothing accumulates (flat memory)."""
+    prints each result before pulling the next one: nothing accumulates (flat memory). The input comes
+    a line per block here (a file is read in blocks of 1 MiB of whole lines)."""
     pulled = [0]
     source = Source("<generated>", spool=None, path=None)
-    monkeypatch.setattr(Source, "lines", lambda self, errors=None: _generated(1000, pulled)())
+    monkeypatch.setattr(Source, "blocks", lambda self, errors=None, size=0: _generated(1000, pulled)())
     results = check_sources(policy, [source], namespaces=Namespaces("default", {}))
     first = next(results)
     assert first.status is Status.ADMITTED

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 from pathlib import Path
 
 import pytest
@@ -71,17 +72,24 @@ def small_batches(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return started
 
 
-@pytest.mark.parametrize("output", ["text", "json", "junit", "yaml"])
+@pytest.mark.parametrize("output", ["text", "json", "jsonl", "junit", "yaml", "github"])
 def test_n_workers_report_what_one_worker_reports(tmp_path: Path, small_batches: list[int], output: str) -> None:
     paths = corpus(tmp_path)
-    args = ["check", *paths, "-o", output, "--explain"] + (["--diff", "-v"] if output == "text" else [])
+    args = ["check", *paths, "-o", output, "--explain"] + (["--diff", "-v", "--expand"] if output == "text" else [])
     one = run([*args, "--workers", "1"])
     assert not small_batches, "one worker judges in this process"
     three = run([*args, "--workers", "3"])
     assert small_batches == [3]
+    if output == "github":  # the stop-commands token is random per run
+        one, three = (_untokened(one), _untokened(three))
     assert one == three
     assert one[0] == 2  # the missing file, syntax errors and bad UTF-8: bad input
     assert "Traceback" not in one[2]
+
+
+def _untokened(result: tuple[int, str, str]) -> tuple[int, str, str]:
+    code, out, err = result
+    return code, re.sub(r"[0-9a-f]{32}", "TOKEN", out), err
 
 
 def test_the_verdicts_exit_code_is_the_same(tmp_path: Path, small_batches: list[int]) -> None:
@@ -100,3 +108,25 @@ def test_bad_worker_counts_are_one_clear_line(tmp_path: Path, capsys: pytest.Cap
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert "--workers" in err and "expected a number of processes or 'auto'" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("output", ["text", "json", "jsonl", "junit", "github", "yaml"])
+def test_a_worker_sends_back_the_report_text_not_the_result(policy, output: str) -> None:
+    """What crosses the pipe: for every format but yaml (which reprints the documents), each result's
+    part of the report already written, and no decision or object (pickling those cost more than
+    writing the text, and the main process then formatted it all alone)."""
+    from webhook.check.formats import Options, renderer
+
+    render = renderer(output, Options())
+    judge = runner._Judge(policy, runner.Namespaces("default", {}), False, runner.EMPTY_CLUSTER, render=render)
+    runner._init_worker(judge)
+    try:
+        sent = runner._judge_batch("f.yaml", [(1, INFER), (8, DENIED), (20, SERVICE)])
+    finally:
+        runner._init_worker(None)  # type: ignore[arg-type]
+    if output == "yaml":
+        assert render is None and all(isinstance(r, runner.CheckResult) for r in sent)
+        return
+    assert [type(r) for r in sent] == [runner.Rendered] * 3
+    assert [r.status for r in sent] == [runner.Status.ADMITTED, runner.Status.DENIED, runner.Status.SKIPPED]
+    assert all(not hasattr(r, "decision") and not hasattr(r, "obj") for r in sent)

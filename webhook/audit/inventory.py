@@ -85,7 +85,7 @@ class SnapshotInventory:
         """The context objects; and, read in the same pass, every object but a pod whose text names the grant
         annotation (a snapshot may list pods before their owners: the audit needs the owners first)."""
         found = ClusterObjects(default_namespace, complete=True)
-        for item, obj in snapshot.objects(self.paths, keep=_context_or_grant):
+        for item, obj in snapshot.objects(self.paths, keep=_context_or_grant, as_written=True):
             if GRANT_NAME in item.text and isinstance(obj, dict) and obj.get("kind") != "Pod":
                 carrier = facts(obj)
                 if carrier is not None and in_namespace(obj, self.namespace):
@@ -118,14 +118,49 @@ class SnapshotInventory:
         for item, kept in snapshot.objects_unparsed(self.paths, screen):
             self.listing = item.file
             if not kept:
-                if is_context_item(item.text):
-                    continue  # read by the context pass; not a workload "without GPUs or intent"
-                if not self.namespace or _NAMESPACE.search(item.text) is None or (
-                    _NAMESPACE.search(item.text).group(1) == self.namespace  # type: ignore[union-attr]
-                ):
+                if self.unjudged(item) is None:
                     yield None
                 continue
             yield snapshot.Item(item.file, item.line, item.text)  # dedented once: only the text travels
+
+    def unscreened(self) -> Iterator[snapshot.Item]:
+        """Every item as split, not yet screened nor dedented: a pool worker screens it
+        (:func:`screen_item`), so that this process, which every item passes through, only splits the
+        file. The screen is most of the reading's cost (a stored pod's text searched for every marker
+        and its tolerations read): done here it kept two workers waiting for this process."""
+        for item, _ in snapshot.objects_unparsed(self.paths, None):
+            self.listing = item.file
+            yield item
+
+    def unjudged(self, item: snapshot.Item) -> str | None:
+        """For an item the screen left unparsed: None when it counts as an object "without GPUs or
+        intent"; else why it does not count (a context object, or outside ``--namespace``)."""
+        return unjudged(item, self.namespace)
+
+
+SCREENED_OUT = "screened out"
+"""What :func:`screen_item` returns for an item without GPUs or intent (counted, not judged)."""
+
+
+def unjudged(item: snapshot.Item, namespace: str | None) -> str | None:
+    """:meth:`SnapshotInventory.unjudged` (a module function, for a pool worker)."""
+    if is_context_item(item.text):
+        return "context"  # read by the context pass; not a workload "without GPUs or intent"
+    found = _NAMESPACE.search(item.text) if namespace else None
+    if found is None or found.group(1) == namespace:
+        return None
+    return "namespace"
+
+
+def screen_item(
+    item: snapshot.Item, screen: Callable[[str], bool], namespace: str | None
+) -> snapshot.Item | str | None:
+    """In a pool worker, what :meth:`SnapshotInventory.units` decides for one item of
+    :meth:`~SnapshotInventory.unscreened`: the item, to parse and judge; :data:`SCREENED_OUT`, counted
+    as without GPUs or intent; or None, not counted (a context object, or outside ``--namespace``)."""
+    if snapshot.kept(item, screen):
+        return item
+    return SCREENED_OUT if unjudged(item, namespace) is None else None
 
 
 def _context_or_grant(text: str) -> bool:
@@ -154,9 +189,14 @@ _CONTEXT_WORD = re.compile(
 )
 
 
+_KIND_WORDS = ("Namespace", "Node", "DeviceClass", "ResourceSlice", "ComputeDomain", "ResourceClaim")
+
+
 def is_context_item(text: str) -> bool:
     """Whether an unparsed snapshot item is a cluster-context object (a Namespace, a Node, a DRA object):
     the context pass read it; the judging pass must neither judge nor count it as a workload."""
+    if not any(word in text for word in _KIND_WORDS):  # what both patterns need: 5x faster than ^ in MULTILINE
+        return False
     if _CONTEXT_KIND.search(text) is not None:
         return True
     if text.lstrip().startswith("{") and _CONTEXT_WORD.search(text):  # a flow-style item: parse it to be sure

@@ -122,8 +122,20 @@ class Audit:
     def _parallel(self, screen: Screen, verdicts: _Verdicts, workers: int) -> Iterator[Judged]:
         from webhook.pool import Ready, Task, ordered
 
+        unscreened = getattr(self.inventory, "unscreened", None)
+
         def jobs() -> Iterator[Ready[Any] | Task]:
             batch: list[Any] = []
+            if unscreened is not None:  # a snapshot: the workers screen its items too (see ``unscreened``)
+                per_task = UNITS_PER_TASK * SCREENED_PER_KEPT
+                for item in unscreened():
+                    batch.append(item)
+                    if len(batch) >= per_task:
+                        yield Task(_judge_units, (batch, True), len(batch) // SCREENED_PER_KEPT)
+                        batch = []
+                if batch:
+                    yield Task(_judge_units, (batch, True), max(1, len(batch) // SCREENED_PER_KEPT))
+                return
             for unit in self.inventory.units(screen):
                 if isinstance(unit, dict) and is_claim_object(unit):
                     continue  # judged with the context
@@ -140,20 +152,28 @@ class Audit:
             if batch:
                 yield Task(_judge_units, (batch,), len(batch))
 
+        verdicts.screen = screen
         for value in ordered(
             jobs(), workers, initializer=_init_worker, initargs=(verdicts,), min_size=2 * UNITS_PER_TASK
         ):
             if value is None:
                 yield Judged("", "", "", "", "", Status.SKIPPED, skip=NOT_GPU)
                 continue
-            for new, owner in value:
+            for entry in value:
+                if entry is None:  # a worker's screen: no GPUs or intent
+                    yield Judged("", "", "", "", "", Status.SKIPPED, skip=NOT_GPU)
+                    continue
+                new, owner = entry
                 new = self._believed(new)
                 yield new if new.status is Status.SKIPPED else self._owned(new, owner)
 
 
 UNITS_PER_TASK = 32
-"""Objects (unparsed snapshot items, the API's objects as JSON) per task of the pool: a stored pod is
+"""Objects (the API's objects as JSON, a snapshot's items to judge) per task of the pool: a stored pod is
 ~4 KB of text, so a task's round trip stays small next to its ~30 ms of parsing and judging."""
+SCREENED_PER_KEPT = 4
+"""A snapshot's task holds this many times ``UNITS_PER_TASK`` items before the screen (which, in a
+cluster, keeps about one in five): about as many to judge as a task of the API's objects."""
 
 
 @dataclass(slots=True)
@@ -169,12 +189,14 @@ class _Verdicts:
     namespace: str | None = None  # --namespace, for snapshot items parsed in a worker
     today: date | None = None  # exceptions apply as on this day
     grant_keys: GrantKeys | None = None  # grants verify with these keys
+    screen: Screen | None = None  # a snapshot's items are screened in the worker (``SnapshotInventory.unscreened``)
 
     def __init__(self, audit: Audit, cluster: Cluster, labels: dict[str, dict[str, str]]) -> None:
         self.policy, self.baseline, self.not_intercepted = audit.policy, audit.baseline, audit.not_intercepted
         self.today, self.grant_keys = audit.today, audit.grant_keys
         self.cluster, self.labels = cluster, labels
         self.namespace = getattr(audit.inventory, "namespace", None)
+        self.screen = None
 
     def verdict(self, obj: dict[str, Any]) -> Judged:
         """One object's record, before its owner chain is named (:meth:`Audit._owned`)."""
@@ -208,14 +230,31 @@ def _init_worker(verdicts: _Verdicts) -> None:
     _WORKER = verdicts
 
 
-def _judge_units(units: list[Any]) -> list[tuple[Judged, tuple[str, str] | None]]:
-    """A pool task: parse (snapshot items) and judge a batch; each record with its object's owner."""
-    from webhook.audit.inventory import parse_unit
+def _judge_units(units: list[Any], unscreened: bool = False) -> list[tuple[Judged, tuple[str, str] | None] | None]:
+    """A pool task: parse (snapshot items) and judge a batch; each record with its object's owner.
+    ``unscreened``: the items of :meth:`SnapshotInventory.unscreened`, screened here first; one
+    screened out is a None in its place (the records of the objects without GPUs or intent)."""
+    from webhook.audit.inventory import SCREENED_OUT, parse_unit, screen_item
 
     assert _WORKER is not None, "the pool's initializer sets the judge"
-    out: list[tuple[Judged, tuple[str, str] | None]] = []
+    out: list[tuple[Judged, tuple[str, str] | None] | None] = []
     for unit in units:
+        if unscreened:
+            assert _WORKER.screen is not None
+            unit = screen_item(unit, _WORKER.screen, _WORKER.namespace)
+            if unit is None or unit is SCREENED_OUT:
+                if unit is SCREENED_OUT:
+                    out.append(None)
+                continue
+            unit = snapshot_item(unit)
         for obj in parse_unit(unit, _WORKER.namespace):
             if not is_claim_object(obj):  # judged with the context (Audit._claim_objects)
                 out.append((_WORKER.verdict(obj), controller_of(obj)))
     return out
+
+
+def snapshot_item(item: Any) -> Any:
+    """The item dedented, as :meth:`SnapshotInventory.units` sends it."""
+    from webhook.audit.snapshot import Item
+
+    return Item(item.file, item.line, item.text)

@@ -227,16 +227,22 @@ def _blocks(stream: IO[str], size: int = BLOCK_CHARS) -> Iterator[str]:
 
 
 def objects(
-    paths: list[str], *, keep: Callable[[str], bool] | None = None, placeholders: bool = False, strip: bool = False
+    paths: list[str],
+    *,
+    keep: Callable[[str], bool] | None = None,
+    placeholders: bool = False,
+    strip: bool = False,
+    as_written: bool = False,
 ) -> Iterator[tuple[Item, Any]]:
     """Every object of every snapshot file, one at a time. ``keep(text)`` False skips an item
     unparsed (yielded as ``(item, None)`` with ``placeholders``, so it can still be counted).
 
     Raises :class:`SnapshotError` on the first thing that cannot be read: a snapshot is the cluster,
     and an audit that silently lost part of it would report a clean cluster that is not. ``strip``:
-    parse items :func:`without_system_blocks` (the judging pass)."""
+    parse items :func:`without_system_blocks` (the judging pass). ``as_written``: ``keep`` is asked about
+    each item's text as written, not dedented (:func:`kept`)."""
     for source in read_sources(paths):
-        yield from _source_objects(source, keep, placeholders, strip)
+        yield from _source_objects(source, keep, placeholders, strip, as_written)
 
 
 def objects_unparsed(paths: list[str], keep: Callable[[str], bool] | None) -> Iterator[tuple[Item, bool]]:
@@ -287,9 +293,9 @@ def without_system_blocks(text: str) -> str:
 
 
 def _source_objects(
-    source: Source, keep: Callable[[str], bool] | None, placeholders: bool, strip: bool
+    source: Source, keep: Callable[[str], bool] | None, placeholders: bool, strip: bool, as_written: bool = False
 ) -> Iterator[tuple[Item, Any]]:
-    for item, kept in source_items(source, keep):
+    for item, kept in source_items(source, keep, as_written):
         if not kept:
             if placeholders:
                 yield item, None
@@ -297,7 +303,9 @@ def _source_objects(
         yield from parse_item(item, source.name, strip)
 
 
-def source_items(source: Source, keep: Callable[[str], bool] | None) -> Iterator[tuple[Item, bool]]:
+def source_items(
+    source: Source, keep: Callable[[str], bool] | None, as_written: bool = False
+) -> Iterator[tuple[Item, bool]]:
     """The items of one snapshot file, unparsed, each with whether to parse it (``keep``; an item that
     does not even start like a mapping is always parsed, so it is reported). Split from the parsing
     (:func:`parse_item`) so that a process pool can parse and judge while this process reads."""
@@ -307,7 +315,7 @@ def source_items(source: Source, keep: Callable[[str], bool] | None) -> Iterator
         raise SnapshotError(f"{source.name}: {source.empty}")
     try:
         for item in _source_chunks(source):
-            yield item, keep is None or keep(item.text) or not _MAPPING.match(item.text)
+            yield item, keep is None or kept(item, keep, as_written)
     except ReadError as exc:
         raise SnapshotError(f"{source.name}:{exc.line}: {exc.message}") from None
     except UnicodeDecodeError as exc:
@@ -315,6 +323,20 @@ def source_items(source: Source, keep: Callable[[str], bool] | None) -> Iterator
         raise SnapshotError(f"{source.name}: not UTF-8 (byte 0x{byte:02x}); save it as UTF-8") from None
     except OSError as exc:
         raise SnapshotError(f"{source.name}: cannot read: {exc.strerror or exc}") from None
+
+
+def kept(item: Item, keep: Callable[[str], bool], as_written: bool = False) -> bool:
+    """Whether to parse ``item``: ``keep`` wants it, or it does not even start like a mapping (it is
+    parsed so that its error is reported).
+
+    ``as_written``: both are asked about the item's text as written, not dedented, which spares the
+    dedent (a copy of the item: a third of the context pass). Dedenting only removes the spaces that
+    start each line of an item of a List (``Item.indent``), so for a ``keep`` made of substrings and
+    patterns that need no line start (the context pass's ``may_be_context`` and the grant's name), and
+    for ``_MAPPING`` (whose ``\\s*`` takes leading spaces), the answer is the same;
+    ``tests/audit/test_audit_snapshot.py`` compares the two on every item it splits."""
+    text = item.raw if as_written else item.text
+    return keep(text) or not _MAPPING.match(text)
 
 
 def parse_item(item: Item, name: str, strip: bool) -> Iterator[tuple[Item, Any]]:

@@ -8,6 +8,7 @@ decision trace (``webhook.check.explain``).
 
 from __future__ import annotations
 
+import copy
 import difflib
 import json
 import shutil
@@ -21,7 +22,7 @@ import yaml
 
 from webhook.check import explain, waste
 from webhook.check.github import write_github
-from webhook.check.runner import UNJUDGED, CheckResult, Status, Summary, fails
+from webhook.check.runner import UNJUDGED, CheckResult, Rendered, Status, Summary, fails
 
 Writer = Callable[[Iterable[CheckResult], TextIO, "Options", "Tally"], None]
 
@@ -61,10 +62,10 @@ class Tally:
             self.add(r)
             yield r
 
-    def add(self, r: CheckResult) -> None:
+    def add(self, r: CheckResult | Rendered) -> None:
         self.summary.add(r)
-        if r.status in (Status.ADMITTED, Status.WARNED) and r.decision is not None and r.decision.waste is not None:
-            self.gpu_memory.add(r.decision.waste)
+        if r.status in (Status.ADMITTED, Status.WARNED) and r.waste is not None:
+            self.gpu_memory.add(r.waste)
 
     def exit_code(self, fail_on: str) -> int:
         """0 admitted, 1 denied (or would be under enforce, with --fail-on would-deny or warn; or warned with
@@ -187,11 +188,15 @@ def expanded_lines(result: CheckResult) -> Iterator[str]:
             yield f"    | {line}"
 
 
+def text_body(r: CheckResult, options: Options) -> str:
+    """The text report's lines for one result, each ending in a newline ("" for a quiet skip)."""
+    return "".join(line + "\n" for line in text_lines(r, options))
+
+
 def write_text(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
     results, tally = tallied(results, tally)
     for r in results:
-        for line in text_lines(r, options):
-            out.write(line + "\n")
+        out.write(r.body if isinstance(r, Rendered) else text_body(r, options))
     out.write(summary_line(tally) + "\n")
 
 
@@ -292,14 +297,21 @@ def _json(value: Any, option: int = 0) -> str:
     return orjson.dumps(value, option=_JSON | option, default=str).decode()
 
 
-def write_json_stream(out: TextIO, items: Iterable[dict[str, Any]], trailer: Callable[[], dict[str, Any]]) -> None:
+def json_item(item: dict[str, Any]) -> str:
+    """One result of :func:`write_json_stream`, encoded and indented as it is printed there."""
+    return _json(item, orjson.OPT_INDENT_2).replace("\n", "\n    ")
+
+
+def write_json_stream(
+    out: TextIO, items: Iterable[dict[str, Any] | str], trailer: Callable[[], dict[str, Any]]
+) -> None:
     """``{"results": [...], <trailer keys>}``, written one result at a time: the trailer (a summary)
     is asked for only once every result has been written, so it can count them. Shared by ``check``
-    and ``audit``."""
+    and ``audit``. An item is a result's dict, or a string :func:`json_item` already made of one."""
     out.write('{\n  "results": [')
     first = True
     for item in items:
-        body = _json(item, orjson.OPT_INDENT_2).replace("\n", "\n    ")
+        body = item if isinstance(item, str) else json_item(item)
         out.write(("\n    " if first else ",\n    ") + body)
         first = False
     out.write("\n  ]" if not first else "]")
@@ -308,17 +320,26 @@ def write_json_stream(out: TextIO, items: Iterable[dict[str, Any]], trailer: Cal
     out.write("\n}\n")
 
 
+def json_body(r: CheckResult, options: Options) -> str:
+    return json_item(result_dict(r, options))
+
+
 def write_json(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
     """``{"results": [...], "summary": {...}}``, written one result at a time."""
     results, tally = tallied(results, tally)
-    write_json_stream(out, (result_dict(r, options) for r in results), lambda: {"summary": summary_dict(tally)})
+    items = (r.body if isinstance(r, Rendered) else result_dict(r, options) for r in results)
+    write_json_stream(out, items, lambda: {"summary": summary_dict(tally)})
+
+
+def jsonl_body(r: CheckResult, options: Options) -> str:
+    return _json(result_dict(r, options)) + "\n"
 
 
 def write_jsonl(results: Iterable[CheckResult], out: TextIO, options: Options, tally: Tally | None = None) -> None:
     """JSON Lines: one result per line as it is judged, then ``{"summary": {...}}`` on the last line."""
     results, tally = tallied(results, tally)
     for r in results:
-        out.write(_json(result_dict(r, options)) + "\n")
+        out.write(r.body if isinstance(r, Rendered) else jsonl_body(r, options))
     out.write(_json({"summary": summary_dict(tally)}) + "\n")
 
 
@@ -430,13 +451,20 @@ def write_junit(results: Iterable[CheckResult], out: TextIO, options: Options, t
             props["gpuMemory.summary"] = line
         return props
 
-    write_junit_suite(out, "gpu-admission check", (junit_case(r, options) for r in results), properties)
+    cases = (r.body if isinstance(r, Rendered) else junit_case(r, options) for r in results)
+    write_junit_suite(out, "gpu-admission check", cases, properties)
+
+
+def junit_body(r: CheckResult, options: Options) -> tuple[str, str | None]:
+    """:func:`junit_case` as the XML it is spooled as."""
+    case, counted = junit_case(r, options)
+    return ET.tostring(case, encoding="unicode"), counted
 
 
 def write_junit_suite(
     out: TextIO,
     name: str,
-    cases: Iterable[tuple[ET.Element, str | None]],
+    cases: Iterable[tuple[ET.Element | str, str | None]],
     properties: Callable[[], dict[str, str]],
 ) -> None:
     """One ``<testsuite>`` of (case, how it counts) pairs, streamed (shared by ``check`` and ``audit``).
@@ -449,7 +477,7 @@ def write_junit_suite(
             counts["tests"] += 1
             if counted:
                 counts[counted] += 1
-            spool.write(ET.tostring(case, encoding="unicode"))
+            spool.write(case if isinstance(case, str) else ET.tostring(case, encoding="unicode"))
         suite = ET.Element("testsuite", name=name)
         for key, value in counts.items():
             suite.set(key, str(value))
@@ -464,6 +492,20 @@ def write_junit_suite(
         out.write("</testsuite>\n")
 
 
+def _github_body(r: CheckResult, options: Options) -> tuple[str, str]:
+    from webhook.check.github import annotations
+
+    return text_body(r, options), "".join(annotations(r, options))
+
+
+_BODIES: dict[str, Callable[[CheckResult, Options], Any]] = {
+    "text": text_body,
+    "json": json_body,
+    "jsonl": jsonl_body,
+    "junit": junit_body,
+    "github": _github_body,
+}
+
 WRITERS: dict[str, Writer] = {
     "text": write_text,
     "json": write_json,
@@ -472,6 +514,26 @@ WRITERS: dict[str, Writer] = {
     "junit": write_junit,
     "github": write_github,
 }
+
+
+class Render:
+    """What a ``check`` pool worker does to each result before sending it back (see
+    :class:`webhook.check.runner.Rendered`): writes its part of the report for ``output``, the way the
+    writer would have in the main process, so the bytes are the same on any number of workers."""
+
+    def __init__(self, output: str, options: Options) -> None:
+        self.body = _BODIES[output]
+        self.options = copy.copy(options)
+        self.options.err = None  # stderr stays the main process's (and need not pickle)
+
+    def __call__(self, r: CheckResult) -> Rendered:
+        return Rendered(r.file, r.status, self.body(r, self.options), r.attention, r.patched, r.observed, r.waste)
+
+
+def renderer(output: str, options: Options) -> Render | None:
+    """A worker's :class:`Render` for ``-o output``, or None where the writer needs the results whole
+    (``yaml`` reprints the documents, and merges a List's items back into it)."""
+    return Render(output, options) if output in _BODIES else None
 
 
 def exit_code(results: Iterable[CheckResult], fail_on: str) -> int:

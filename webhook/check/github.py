@@ -15,7 +15,7 @@ import tempfile
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, TextIO
 
-from webhook.check.runner import UNJUDGED, CheckResult, fails
+from webhook.check.runner import UNJUDGED, CheckResult, Rendered, fails
 from webhook.engine.model.decision import Action, Violation
 
 if TYPE_CHECKING:
@@ -65,6 +65,11 @@ def write_github(results: Iterable[CheckResult], out: TextIO, options: Options, 
 
     with tempfile.SpooledTemporaryFile(max_size=4 << 20, mode="w+", encoding="utf-8") as report:
         for r in results:
+            if isinstance(r, Rendered):  # a pool worker's: (the text report's lines, the annotations)
+                text, notes = r.body
+                report.write(text)
+                out.write(notes)
+                continue
             for line in text_lines(r, options):
                 report.write(line + "\n")
             for line in annotations(r, options):

@@ -22,6 +22,10 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 STDIN = "<stdin>"
 
 
+BLOCK = 1 << 20
+"""Bytes per read of :meth:`Source.blocks`."""
+
+
 class ReadError(Exception):
     """An input that stops being readable part way (not UTF-8, an I/O error): ``line`` is where."""
 
@@ -49,37 +53,94 @@ class Source:
         read on (with U+FFFD for the bad bytes) so the caller can report that document and keep the
         file's good ones. A read error raises :class:`ReadError` with the line it stopped at.
         """
-        if self.spool is not None:
-            self.spool.seek(0)
-            stream: IO[bytes] = self.spool
-        else:
-            assert self.path is not None
-            try:
-                stream = self.path.open("rb")
-            except OSError as exc:
-                raise ReadError(0, f"cannot read: {exc.strerror or exc}") from None
+        stream = self._open()
         number = 0
         try:
             for raw in stream:
                 number += 1
-                try:
-                    yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-                except UnicodeDecodeError as exc:
-                    bom = 3 if number == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
-                    problem = ReadError(
-                        number,
-                        f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} at column {exc.start + 1 - bom}); "
-                        "save the file as UTF-8",
-                    )
-                    if errors is None:
-                        raise problem from None
-                    errors.append(problem)
-                    yield raw.decode("utf-8", "replace")
+                yield _decode(raw, number, errors)
         except OSError as exc:
             raise ReadError(number + 1, f"cannot read: {exc.strerror or exc}") from None
         finally:
             if self.spool is None:
                 stream.close()  # the spool stays open for the second read
+
+
+    def blocks(self, errors: list[ReadError] | None = None, size: int = BLOCK) -> Iterator[str]:
+        """:meth:`lines`' text in blocks of whole lines: ``"".join(self.blocks())`` is
+        ``"".join(self.lines())``, with the same encoding errors at the same lines (an I/O error is
+        reported at the first line of the block it stopped in).
+
+        ``check``'s main process reads every input this way (``yamlpos.iter_block_chunks`` splits the
+        blocks into documents): one decode per block of ``size`` bytes instead of one per line. A block
+        that is not UTF-8 is decoded line by line, as :meth:`lines` does, so a bad byte is reported at
+        its own line. Lines end at ``\\n`` only, as a binary file's lines do (a lone CR stays inside one).
+        """
+        stream = self._open()
+        number = 0  # the lines of the blocks yielded so far
+        rest = b""
+        try:
+            while True:
+                block = stream.read(size)
+                if block:
+                    data = rest + block
+                    cut = data.rfind(b"\n") + 1
+                    if not cut:  # no whole line yet
+                        rest = data
+                        continue
+                    data, rest = data[:cut], data[cut:]
+                elif rest:
+                    data, rest = rest, b""
+                else:
+                    return
+                try:
+                    text = data.decode("utf-8-sig" if number == 0 else "utf-8")
+                except UnicodeDecodeError:
+                    for raw in _split_lf(data):
+                        number += 1
+                        yield _decode(raw, number, errors)
+                    continue
+                number += text.count("\n")
+                yield text
+        except OSError as exc:
+            raise ReadError(number + 1, f"cannot read: {exc.strerror or exc}") from None
+        finally:
+            if self.spool is None:
+                stream.close()
+
+    def _open(self) -> IO[bytes]:
+        if self.spool is not None:
+            self.spool.seek(0)
+            return self.spool
+        assert self.path is not None
+        try:
+            return self.path.open("rb")
+        except OSError as exc:
+            raise ReadError(0, f"cannot read: {exc.strerror or exc}") from None
+
+
+def _split_lf(data: bytes) -> list[bytes]:
+    """Lines ending at ``\\n`` only, each with its ending (``bytes.splitlines`` also splits at CR)."""
+    parts = data.split(b"\n")
+    lines = [part + b"\n" for part in parts[:-1]]
+    return [*lines, parts[-1]] if parts[-1] else lines
+
+
+def _decode(raw: bytes, number: int, errors: list[ReadError] | None) -> str:
+    """One line of a source, UTF-8 (a byte-order mark skipped on line 1). A line that is not UTF-8 raises
+    :class:`ReadError` at that line, or, given ``errors``, is recorded there and decoded with U+FFFD."""
+    try:
+        return raw.decode("utf-8-sig" if number == 1 else "utf-8")
+    except UnicodeDecodeError as exc:
+        bom = 3 if number == 1 and raw.startswith(b"\xef\xbb\xbf") else 0
+        problem = ReadError(
+            number,
+            f"not UTF-8 (byte 0x{exc.object[exc.start]:02x} at column {exc.start + 1 - bom}); save the file as UTF-8",
+        )
+        if errors is None:
+            raise problem from None
+        errors.append(problem)
+        return raw.decode("utf-8", "replace")
 
 
 def excluded(name: str, patterns: Iterable[str]) -> bool:

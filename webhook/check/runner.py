@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date
 from enum import StrEnum
@@ -81,6 +81,37 @@ class CheckResult:
     def line_of(self, path: str) -> int:
         return self.lines.get(path, self.line)
 
+    @property
+    def patched(self) -> bool:
+        """The webhook would mutate it (the summary's ``mutated``)."""
+        return self.decision is not None and bool(self.decision.patch)
+
+    @property
+    def observed(self) -> bool:
+        """Admitted or warned only because the policy's enforcement mode observes (``wouldDeny``)."""
+        return self.decision is not None and self.status is not Status.DENIED and bool(self.decision.would_deny)
+
+    @property
+    def waste(self) -> Any:
+        """The GPU memory report of a judged object (``webhook.check.waste``), or None."""
+        return self.decision.waste if self.decision is not None else None
+
+
+@dataclass(slots=True)
+class Rendered:
+    """A result as a pool worker sends it back: its report text for the chosen ``-o`` format, already
+    written (``body``), and only what the main process still needs from it: the summary's counters,
+    the GPU memory totals, the progress line's file. A string pickles far faster than the object,
+    its decision and its mutated copy, and the main process no longer formats what it prints."""
+
+    file: str
+    status: Status
+    body: Any  # what the writer prints for it: text, or (text, how it counts) for JUnit
+    attention: str = ""
+    patched: bool = False
+    observed: bool = False
+    waste: Any = None
+
 
 _PART = re.compile(r"\[([^\]]*)\]|\.?([^.\[]+)")
 
@@ -121,7 +152,8 @@ def check_sources(
     today: date | None = None,
     workers: int = 1,
     expand: bool = False,
-) -> Iterator[CheckResult]:
+    render: Callable[[CheckResult], Rendered] | None = None,
+) -> Iterator[CheckResult | Rendered]:
     """One result per document, as each is judged: nothing is kept once the caller has it.
 
     ``old`` holds the objects UPDATEs replace (``--old``): a document paired with one is judged as
@@ -131,8 +163,12 @@ def check_sources(
     ``workers`` > 1 parses and judges batches of documents in that many processes
     (:func:`webhook.pool.ordered`), yielding exactly the results of one worker in the same order.
     With ``old`` it stays 1: pairing a document with the object it replaces consumes that object,
-    which only one process can do in input order."""
-    judge = _Judge(policy, namespaces, explain, cluster, old, requester, today, expand)
+    which only one process can do in input order.
+
+    ``render`` (module-level, so it pickles): what a pool worker applies to each of its results before
+    sending it back (:class:`Rendered`: the report's text for it); the results made in this process,
+    and every result on one worker, come as they are. So the caller's writer must take both."""
+    judge = _Judge(policy, namespaces, explain, cluster, old, requester, today, expand, render)
     if workers > 1 and old is None:
         yield from _parallel(judge, sources, workers)
         return
@@ -149,7 +185,7 @@ def check_sources(
         found = False
         try:
             bad: list[ReadError] = []
-            for result in _readable(judge, source.name, yamlpos.iter_chunks(source.lines(bad)), bad):
+            for result in _readable(judge, source.name, yamlpos.iter_block_chunks(source.blocks(bad)), bad):
                 found = True
                 yield result
         except ReadError as exc:
@@ -200,13 +236,16 @@ def _init_worker(judge: _Judge) -> None:
     _WORKER_JUDGE = judge
 
 
-def _judge_batch(name: str, chunks: list[tuple[int, str]]) -> list[CheckResult]:
+def _judge_batch(name: str, chunks: list[tuple[int, str]]) -> list[CheckResult] | list[Rendered]:
     """A pool task: parse and judge a batch of one file's documents (module-level, so it pickles)."""
     assert _WORKER_JUDGE is not None, "the pool's initializer sets the judge"
-    return list(_WORKER_JUDGE.chunks(name, chunks))
+    render = _WORKER_JUDGE.render
+    if render is None:
+        return list(_WORKER_JUDGE.chunks(name, chunks))
+    return [render(r) for r in _WORKER_JUDGE.chunks(name, chunks)]
 
 
-def _parallel(judge: _Judge, sources: Iterable[Source], workers: int) -> Iterator[CheckResult]:
+def _parallel(judge: _Judge, sources: Iterable[Source], workers: int) -> Iterator[CheckResult | Rendered]:
     """:func:`check_sources` on ``workers`` processes. This process reads the files and splits them
     into documents (cheap, and it must: reading is where a source's errors and order come from);
     the workers parse and judge. Everything the serial loop decides without the engine (unreadable
@@ -258,7 +297,7 @@ def _jobs(sources: Iterable[Source]) -> Iterator[Any]:
         size = 0
         bad: list[ReadError] = []
         try:
-            for start, text in yamlpos.iter_chunks(source.lines(bad)):
+            for start, text in yamlpos.iter_block_chunks(source.blocks(bad)):
                 end = start + text.count("\n")
                 problem = next((e for e in bad if start <= e.line <= end), None)
                 if problem is not None:  # as _readable: this document is an error, the others are judged
@@ -293,6 +332,7 @@ class _Judge:
     requester: Requester | None = None
     today: date | None = None
     expand: bool = False  # --expand: also judge the pods each workload's controller will create
+    render: Callable[[CheckResult], Rendered] | None = None  # a pool worker's results, as sent back
 
     def chunks(self, name: str, chunks: Iterable[tuple[int, str]]) -> Iterator[CheckResult]:
         for item in yamlpos.iter_chunk_documents(chunks, with_nodes=False):
@@ -526,7 +566,7 @@ class Summary:
         return {_camel(k): getattr(self, k) for k in self.__dataclass_fields__}  # type: ignore[attr-defined]
 
 
-    def add(self, r: CheckResult) -> None:
+    def add(self, r: CheckResult | Rendered) -> None:
         if r.status is Status.EMPTY:
             self.empty += 1
             return
@@ -535,9 +575,9 @@ class Summary:
         setattr(self, counter, getattr(self, counter) + 1)
         if r.attention:
             self.unjudged_gpu += 1
-        if r.decision is not None and r.decision.patch:
+        if r.patched:
             self.mutated += 1
-        if r.decision is not None and r.status is not Status.DENIED and r.decision.would_deny:
+        if r.observed:
             self.would_deny += 1
 
 

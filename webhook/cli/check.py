@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from webhook.check.context import ContextError, from_files, from_inputs
-from webhook.check.formats import WRITERS, Options, Tally
+from webhook.check.formats import WRITERS, Options, Tally, renderer
 from webhook.check.inputs import read_sources
 from webhook.check.old import OldError, read_old
 from webhook.check.progress import Progress
@@ -196,6 +196,14 @@ def _check(
     if args.verbose:
         counts = ", ".join(f"{v} {k}" for k, v in found.counts().items() if v)
         print(f"gpu-admission check: cluster context: {counts or 'none'}", file=sys.stderr)
+    options = Options(
+        diff=args.diff,
+        explain=args.explain,
+        fail_on=args.fail_on,
+        verbose=args.verbose,
+        quiet=args.quiet,
+        err=sys.stderr,
+    )
     results = check_sources(
         policy,
         sources,
@@ -207,16 +215,9 @@ def _check(
         requester=args.requester,
         today=args.today,
         workers=args.workers if args.workers is not None else usable_cores(),
+        render=renderer(args.output, options),  # the workers write each result's part of the report
     )
     tally = Tally()
-    options = Options(
-        diff=args.diff,
-        explain=args.explain,
-        fail_on=args.fail_on,
-        verbose=args.verbose,
-        quiet=args.quiet,
-        err=sys.stderr,
-    )
     stream = Progress(sys.stderr, report=sys.stdout).observe(tally.observe(results))
     WRITERS[args.output](stream, sys.stdout, options, tally)
     if not tally.summary.documents:
