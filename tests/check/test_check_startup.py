@@ -94,3 +94,29 @@ def test_an_unknown_command_is_still_a_usage_error():
                           text=True, timeout=120)
     assert proc.returncode == 2
     assert "invalid choice: 'chekc'" in proc.stderr and "'check'" in proc.stderr
+
+
+def test_the_collector_is_off_only_while_the_command_imports():
+    """The console entry turns the collector off while the command's modules import (none ran before
+    the parser was built; ≈ 90 collections ran there before), then on again: the command's own work (the
+    policy, the documents; a long stream, a server) runs with it, so its memory stays flat."""
+    probe = (
+        "import gc, sys\n"
+        "runs = []\n"
+        "gc.callbacks.append(lambda phase, info: runs.append(1) if phase == 'start' else None)\n"
+        "import webhook.cli as cli\n"
+        "real_parser = cli.build_parser\n"
+        "at_parser = []\n"
+        "def parser(*a):\n"
+        "    built = real_parser(*a)\n"
+        "    at_parser.append(len(runs))\n"
+        "    return built\n"
+        "cli.build_parser = parser\n"
+        "sys.argv = ['gpu-admission', 'check', sys.argv[1]]\n"
+        "before = len(runs)\n"
+        "code = cli.main()\n"
+        "print('\\nGC', code, at_parser[0] - before, len(runs) > at_parser[0], gc.isenabled())\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe, str(POD)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.splitlines()[-1] == "GC 0 0 True True", proc.stdout + proc.stderr
