@@ -242,9 +242,9 @@ def _judge_units(units: list[Any], unscreened: bool = False) -> list[tuple[Judge
         if unscreened:
             assert _WORKER.screen is not None
             unit = screen_item(unit, _WORKER.screen, _WORKER.namespace)
+            if unit is SCREENED_OUT:
+                out.append(None)
             if unit is None or unit is SCREENED_OUT:
-                if unit is SCREENED_OUT:
-                    out.append(None)
                 continue
             unit = snapshot_item(unit)
         for obj in parse_unit(unit, _WORKER.namespace):
